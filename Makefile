@@ -1,0 +1,144 @@
+# ccl build. GNU make, no generator.
+#
+#   make                 libccl.so (versioned soname), libccl.a, ccl-perf
+#   make run             build, then ccl-perf on local ranks (the README's first command)
+#   make test            build everything and run the whole test suite
+#   make install PREFIX=/usr/local
+#   make clean
+#   make MPI=1           ccl-perf shares the unique id through MPI when run under mpirun
+#   make SANITIZE=address   build everything with AddressSanitizer
+#
+# Sources are discovered by folder, so adding a file needs no edit here:
+#   src/<layer>/*.c        -> the library
+#   perf/ccl_perf*.c       -> build/bin/ccl-perf
+#   perf/mpi_bench.c       -> build/bin/mpi-bench (needs mpicc)
+#   perf/memcpy_bench.c    -> build/bin/memcpy-bench
+#   tests/unit/*.c         -> build/tests/unit/<name> (cmocka, may use internals)
+#   tests/sim/*.c          -> build/tests/sim/<name> (schedule simulator, internals)
+#   tests/mp/*.c           -> build/tests/mp/<name> (multi-process, public API)
+#   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
+
+PREFIX   ?= /usr/local
+BUILD    ?= build
+CC       ?= cc
+MPICC    ?= mpicc
+OPT      ?= -O3
+SANITIZE ?=
+MPI      ?= 0
+
+SOMAJOR := 0
+VERSION := 0.1.0
+
+CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wshadow -Wno-unused-parameter \
+               -fPIC -pthread -Iinclude -Isrc -MMD -MP -fvisibility=hidden
+ifneq ($(SANITIZE),)
+CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+LDFLAGS_SAN := -fsanitize=$(SANITIZE)
+endif
+CFLAGS  := $(CFLAGS_BASE) $(CFLAGS_EXTRA)
+LDLIBS  := -pthread -lrt -lm
+
+LIB_SRC  := $(sort $(wildcard src/*/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_SO   := $(BUILD)/lib/libccl.so.$(VERSION)
+LIB_A    := $(BUILD)/lib/libccl.a
+
+PERF_SRC := $(sort $(wildcard perf/ccl_perf*.c))
+PERF_BIN := $(BUILD)/bin/ccl-perf
+PERF_CFLAGS := $(CFLAGS)
+PERF_CC := $(CC)
+ifeq ($(MPI),1)
+PERF_CC := $(MPICC)
+PERF_CFLAGS += -DCCL_PERF_WITH_MPI=1
+endif
+
+UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
+SIM_SRC  := $(sort $(wildcard tests/sim/*.c))
+MP_SRC   := $(sort $(wildcard tests/mp/*.c))
+MPI_SRC  := $(sort $(wildcard tests/mpi/*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
+SIM_BIN  := $(SIM_SRC:tests/sim/%.c=$(BUILD)/tests/sim/%)
+MP_BIN   := $(MP_SRC:tests/mp/%.c=$(BUILD)/tests/mp/%)
+MPI_BIN  := $(MPI_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
+TEST_HELPERS := $(sort $(wildcard tests/common/*.c))
+
+HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
+HAVE_CMOCKA := $(shell printf '\#include <stdarg.h>\n\#include <stddef.h>\n\#include <setjmp.h>\n\#include <cmocka.h>\nint main(void){return 0;}' | $(CC) -x c - -lcmocka -o /dev/null 2>/dev/null && echo 1)
+
+.PHONY: all lib perf tools tests run test install clean deps check-deps
+
+all: lib perf tools
+
+lib: $(LIB_SO) $(LIB_A)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIB_SO): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libccl.so.$(SOMAJOR) -Wl,--no-undefined $(LDFLAGS_SAN) -o $@ $^ $(LDLIBS)
+	ln -sf libccl.so.$(VERSION) $(BUILD)/lib/libccl.so.$(SOMAJOR)
+	ln -sf libccl.so.$(SOMAJOR) $(BUILD)/lib/libccl.so
+
+$(LIB_A): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+# Binaries link the static library so they run from the build tree without
+# LD_LIBRARY_PATH; installed users link either.
+perf: $(PERF_BIN)
+$(PERF_BIN): $(PERF_SRC) $(LIB_A) include/ccl.h
+	@mkdir -p $(dir $@)
+	$(PERF_CC) $(PERF_CFLAGS) $(LDFLAGS_SAN) -o $@ $(PERF_SRC) $(LIB_A) $(LDLIBS)
+
+tools: $(BUILD)/bin/memcpy-bench $(if $(HAVE_MPICC),$(BUILD)/bin/mpi-bench)
+$(BUILD)/bin/memcpy-bench: perf/memcpy_bench.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+$(BUILD)/bin/mpi-bench: perf/mpi_bench.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+tests: lib $(UNIT_BIN) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) -lcmocka $(LDLIBS)
+$(BUILD)/tests/sim/%: tests/sim/%.c $(LIB_A) $(TEST_HELPERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_HELPERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB_A) $(TEST_HELPERS)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
+
+# Installs missing Debian packages when root, or names them otherwise.
+deps:
+	@scripts/deps.sh
+
+run: deps all
+	$(PERF_BIN) -b 8 -e 64M -f 4 -c 1 -C allreduce
+	$(PERF_BIN) -b 8 -e 64M -f 4 -c 1 -C allgather
+
+test: deps all tests
+	@BUILD=$(BUILD) HAVE_MPICC=$(HAVE_MPICC) tests/run_all.sh
+
+install: lib perf
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 0644 include/ccl.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libccl.so.$(SOMAJOR)
+	ln -sf libccl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libccl.so
+	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(PERF_BIN) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ccl.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ccl.pc
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(LIB_OBJ:.o=.d)

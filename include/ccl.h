@@ -1,0 +1,171 @@
+/*
+ * ccl.h - the public C API of ccl, a collective-communication library.
+ *
+ * This is the only header a user includes. It is plain C11, usable from C and
+ * C++, and needs no CUDA headers. The shape follows NCCL (unique-id bootstrap,
+ * communicators, NCCL's argument order) so that code written for NCCL ports
+ * call for call; names are lower_snake_case with a ccl_ prefix.
+ *
+ * Streams and host buffers
+ * ------------------------
+ * Every collective takes a `ccl_stream_t` as its last argument:
+ *   - NULL: the call is blocking. It returns once this rank's part of the
+ *     collective is complete and recvbuf holds the result.
+ *   - a host stream from ccl_stream_create(): the call is queued and returns
+ *     at once; the stream's worker thread runs queued operations in order.
+ *     ccl_stream_synchronize() waits for all of them and returns the first
+ *     error; ccl_stream_query() polls. Buffers must stay valid and unmodified
+ *     until the stream is synchronized (as with a CUDA stream).
+ *   - (reserved) a cudaStream_t, cast to ccl_stream_t, for device buffers:
+ *     a later release enqueues work on it the way NCCL does. Any pointer that
+ *     is not a live ccl host stream is treated as such a CUDA stream; in a
+ *     build or on a machine without CUDA this fails with CCL_ERR_UNSUPPORTED.
+ * All ranks must issue collectives on a communicator in the same order, as
+ * with NCCL and MPI.
+ */
+#ifndef CCL_H
+#define CCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CCL_MAJOR 0
+#define CCL_MINOR 1
+#define CCL_PATCH 0
+/* Encoded like NCCL_VERSION_CODE: major*10000 + minor*100 + patch. */
+#define CCL_VERSION_CODE (CCL_MAJOR * 10000 + CCL_MINOR * 100 + CCL_PATCH)
+
+/* Result codes. Values are stable ABI; new codes are only ever appended. */
+typedef enum {
+    CCL_SUCCESS = 0,
+    CCL_ERR_CUDA = 1,             /* a CUDA call failed */
+    CCL_ERR_SYSTEM = 2,           /* a system call failed (out of memory, socket, shm) */
+    CCL_ERR_INTERNAL = 3,         /* a bug in ccl */
+    CCL_ERR_INVALID_ARGUMENT = 4, /* an argument is out of range */
+    CCL_ERR_INVALID_USAGE = 5,    /* the calls do not fit together */
+    CCL_ERR_REMOTE = 6,           /* a peer failed, exited or sent something wrong */
+    CCL_IN_PROGRESS = 7,          /* an asynchronous operation has not finished */
+    CCL_ERR_TIMEOUT = 8,          /* a wait ran past CCL_TIMEOUT */
+    CCL_ERR_ABORTED = 9,          /* the communicator was aborted */
+    CCL_ERR_UNSUPPORTED = 10,     /* valid, but not supported by this build or machine */
+    CCL_ERR_NULL_COMM = 11,       /* comm is NULL or was destroyed */
+    CCL_ERR_NULL_BUFFER = 12,     /* a buffer is NULL while count > 0 */
+    CCL_ERR_INVALID_DTYPE = 13,   /* not a ccl_datatype_t value */
+    CCL_ERR_INVALID_OP = 14,      /* not a ccl_redop_t value */
+    CCL_ERR_INVALID_RANK = 15,    /* rank, root or peer out of range */
+    CCL_ERR_COUNT_OVERFLOW = 16,  /* count * element size does not fit */
+    CCL_ERR_INPLACE_LAYOUT = 17,  /* buffers overlap in a way the in-place rules forbid */
+    CCL_ERR_MISMATCH = 18,        /* ranks called different collectives/arguments */
+    CCL_NUM_RESULTS
+} ccl_result_t;
+
+/* Element types. Numbered as NCCL's ncclDataType_t. */
+typedef enum {
+    CCL_INT8 = 0,
+    CCL_UINT8 = 1,
+    CCL_INT32 = 2,
+    CCL_UINT32 = 3,
+    CCL_INT64 = 4,
+    CCL_UINT64 = 5,
+    CCL_FLOAT16 = 6,
+    CCL_FLOAT32 = 7,
+    CCL_FLOAT64 = 8,
+    CCL_BFLOAT16 = 9,
+    CCL_FLOAT8_E4M3 = 10,
+    CCL_FLOAT8_E5M2 = 11,
+    CCL_NUM_DTYPES
+} ccl_datatype_t;
+
+/* Reduction operations. CCL_AVG is sum divided by the number of ranks
+ * (integer division for integer types, as NCCL defines it). */
+typedef enum {
+    CCL_SUM = 0,
+    CCL_PROD = 1,
+    CCL_MAX = 2,
+    CCL_MIN = 3,
+    CCL_AVG = 4,
+    CCL_NUM_OPS
+} ccl_redop_t;
+
+/* Opaque bootstrap token: created once (ccl_get_unique_id) and passed to every
+ * rank by the user (MPI_Bcast, a file, the launcher). Holds the root's
+ * address and a random secret; 128 bytes like NCCL's. */
+#define CCL_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[CCL_UNIQUE_ID_BYTES];
+} ccl_unique_id_t;
+
+typedef struct ccl_comm *ccl_comm_t;
+/* NULL (blocking), a host stream (ccl_stream_create) or, later, a cudaStream_t. */
+typedef void *ccl_stream_t;
+
+/* ---- version and errors -------------------------------------------------- */
+
+/* *version = CCL_VERSION_CODE of the linked library. */
+ccl_result_t ccl_get_version(int *version);
+/* Static text for a code; never NULL. */
+const char *ccl_get_error_string(ccl_result_t result);
+/* The message of the last failed call on comm (comm may be NULL: then the
+ * last failure of this thread, e.g. of an init). "" when there was none. */
+const char *ccl_get_last_error(ccl_comm_t comm);
+
+/* ---- communicators ------------------------------------------------------- */
+
+/* Creates the bootstrap root and writes the token to *id. Call on one rank.
+ * With CCL_COMM_ID=host:port set, the root is instead started by rank 0 in
+ * ccl_comm_init_rank at that address, and every rank may build the id itself. */
+ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id);
+/* Collective over nranks processes or threads; blocks until all have joined
+ * or CCL_TIMEOUT passes. */
+ccl_result_t ccl_comm_init_rank(ccl_comm_t *comm, int nranks, ccl_unique_id_t id, int rank);
+/* ndev ranks inside this process (one thread each runs the init);
+ * devlist is reserved for GPU ordinals and may be NULL for host ranks.
+ * comms[i] is rank i. */
+ccl_result_t ccl_comm_init_all(ccl_comm_t *comms, int ndev, const int *devlist);
+/* Waits for queued work, then frees everything the comm holds. */
+ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
+/* Stops outstanding work as soon as possible and frees the comm; peers see an
+ * error instead of hanging. Safe to call from another thread. */
+ccl_result_t ccl_comm_abort(ccl_comm_t comm);
+ccl_result_t ccl_comm_count(ccl_comm_t comm, int *count);
+ccl_result_t ccl_comm_user_rank(ccl_comm_t comm, int *rank);
+
+/* ---- memory -------------------------------------------------------------- */
+
+/* Host memory suited to collectives: page-aligned, backed by transparent huge
+ * pages where the kernel allows, and already touched (on these VMs the first
+ * touch of a 4 KiB page costs ~10 us, so fresh memory per call is slow).
+ * Like ncclMemAlloc; a later release allocates device memory here too. */
+ccl_result_t ccl_mem_alloc(void **ptr, size_t size);
+ccl_result_t ccl_mem_free(void *ptr);
+
+/* ---- host streams -------------------------------------------------------- */
+
+ccl_result_t ccl_stream_create(ccl_stream_t *stream);
+/* Waits for everything queued; returns the first error of a queued call. */
+ccl_result_t ccl_stream_synchronize(ccl_stream_t stream);
+/* CCL_SUCCESS when idle, CCL_IN_PROGRESS while work is queued, or the error. */
+ccl_result_t ccl_stream_query(ccl_stream_t stream);
+/* Synchronizes, then frees. */
+ccl_result_t ccl_stream_destroy(ccl_stream_t stream);
+
+/* ---- collectives --------------------------------------------------------- */
+
+/* recvbuf[i] = op over ranks of sendbuf[i], on every rank. In place when
+ * sendbuf == recvbuf. */
+ccl_result_t ccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
+                           ccl_datatype_t dtype, ccl_redop_t op, ccl_comm_t comm,
+                           ccl_stream_t stream);
+/* recvbuf[r*count .. (r+1)*count) = sendbuf of rank r. sendcount elements per
+ * rank. In place when sendbuf == recvbuf + rank*sendcount (NCCL's rule). */
+ccl_result_t ccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
+                           ccl_datatype_t dtype, ccl_comm_t comm, ccl_stream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CCL_H */

@@ -1,0 +1,74 @@
+/*
+ * schedule.c - the schedule container and helpers shared by all algorithms.
+ */
+#include "algos/schedule.h"
+#include "core/err.h"
+
+#include <stdlib.h>
+
+/* Parts start on 64-byte boundaries so SIMD reductions and copies run on
+ * aligned, whole cache lines in every part but the last. */
+#define SCHED_ALIGN_BYTES 64
+
+ccl_result_t sched_reserve(sched_t *s, int nsteps)
+{
+    if (s->nsteps + nsteps <= s->cap)
+        return CCL_SUCCESS;
+    int cap = s->cap ? s->cap : 16;
+    while (cap < s->nsteps + nsteps)
+        cap *= 2;
+    sched_step_t *steps = realloc(s->steps, (size_t)cap * sizeof *steps);
+    if (!steps)
+        return err_set(CCL_ERR_SYSTEM, "out of memory for a %d-step schedule", cap);
+    s->steps = steps;
+    s->cap = cap;
+    return CCL_SUCCESS;
+}
+
+sched_step_t *sched_add(sched_t *s)
+{
+    sched_step_t *st = &s->steps[s->nsteps++];
+    *st = (sched_step_t){.recv_peer = -1, .send_peer = -1};
+    return st;
+}
+
+void sched_free(sched_t *s)
+{
+    free(s->steps);
+    *s = (sched_t){0};
+}
+
+const char *sched_action_name(int action)
+{
+    static const char *names[SCHED_NUM_ACTIONS] = {
+        "SEND", "RECV", "COPY", "RECV_REDUCE_SEND", "RECV_REDUCE_COPY",
+        "RECV_COPY_SEND", "RECV_REDUCE_COPY_SEND", "LOCAL_REDUCE",
+    };
+    return (action >= 0 && action < SCHED_NUM_ACTIONS) ? names[action] : "?";
+}
+
+void sched_partition(size_t count, size_t elem_size, int nparts, int k, size_t *off, size_t *len)
+{
+    size_t align = SCHED_ALIGN_BYTES / elem_size;
+    size_t per = (count + (size_t)nparts - 1) / (size_t)nparts;
+    per = (per + align - 1) / align * align;
+    size_t start = per * (size_t)k;
+    if (start > count)
+        start = count;
+    size_t end = start + per;
+    if (end > count)
+        end = count;
+    *off = start;
+    *len = end - start;
+}
+
+size_t sched_rounds(const sched_t *s, size_t elem_size, size_t slot_bytes)
+{
+    size_t rounds = 0;
+    for (int i = 0; i < s->nsteps; i++) {
+        size_t n = sched_step_slices(&s->steps[i], elem_size, slot_bytes);
+        if (n > rounds)
+            rounds = n;
+    }
+    return rounds;
+}

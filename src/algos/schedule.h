@@ -1,0 +1,92 @@
+/*
+ * schedule.h - the schedule: what an algorithm emits and an executor runs.
+ *
+ * An algorithm never moves bytes. For one rank it turns an operation into an
+ * ordered list of steps; each step names the peers it receives from and sends
+ * to, the user-buffer regions it reads and writes, and one action. Executors
+ * (the host one in core/, a CUDA one later) run the steps, pipelining each in
+ * slices of a connection slot. Because schedules are plain data, the schedule
+ * simulator (tests/sim) runs any algorithm for 1..1024 ranks in one process.
+ */
+#ifndef CCL_ALGOS_SCHEDULE_H
+#define CCL_ALGOS_SCHEDULE_H
+
+#include "ccl.h"
+#include <stddef.h>
+
+typedef enum {
+    SCHED_SEND,                  /* src -> peer */
+    SCHED_RECV,                  /* peer -> dst */
+    SCHED_COPY,                  /* src -> dst, local */
+    SCHED_RECV_REDUCE_SEND,      /* (peer op src) -> peer */
+    SCHED_RECV_REDUCE_COPY,      /* (peer op src) -> dst */
+    SCHED_RECV_COPY_SEND,        /* peer -> dst and -> peer */
+    SCHED_RECV_REDUCE_COPY_SEND, /* (peer op src) -> dst and -> peer */
+    SCHED_LOCAL_REDUCE,          /* (src op dst) -> dst, local */
+    SCHED_NUM_ACTIONS
+} sched_action_t;
+
+/* Which user buffer a region lives in. */
+typedef enum { SCHED_BUF_NONE = 0, SCHED_BUF_SEND, SCHED_BUF_RECV } sched_buf_t;
+
+/* Step flags. */
+#define SCHED_POSTOP 0x1 /* apply the op's final transform (avg: divide by nranks) to the result */
+
+typedef struct {
+    unsigned char action; /* sched_action_t */
+    unsigned char flags;
+    unsigned char src_buf, dst_buf; /* sched_buf_t */
+    int recv_peer;        /* rank to receive from, -1 if the action receives nothing */
+    int send_peer;        /* rank to send to, -1 if the action sends nothing */
+    size_t src_off;       /* element offsets into the buffers */
+    size_t dst_off;
+    size_t count;         /* elements */
+} sched_step_t;
+
+typedef enum { SCHED_ALLREDUCE, SCHED_ALLGATHER, SCHED_NUM_COLLS } sched_coll_t;
+
+/* The operation as every rank sees it. `count` is per the API: allreduce's
+ * element count, allgather's per-rank sendcount. */
+typedef struct {
+    sched_coll_t coll;
+    size_t count;
+    size_t elem_size;
+    int nranks;
+    int rank;
+} sched_op_t;
+
+typedef struct {
+    sched_step_t *steps;
+    int nsteps;
+    int cap;
+} sched_t;
+
+/* Grows the step array; returns CCL_ERR_SYSTEM when out of memory. */
+ccl_result_t sched_reserve(sched_t *s, int nsteps);
+sched_step_t *sched_add(sched_t *s); /* after sched_reserve: never fails */
+void sched_free(sched_t *s);
+const char *sched_action_name(int action);
+/* Splits count elements into nparts contiguous parts aligned for SIMD; part
+ * k is [*off, *off + *len). Identical on every rank. */
+void sched_partition(size_t count, size_t elem_size, int nparts, int k, size_t *off, size_t *len);
+
+/* Execution order, shared by every executor and the simulator: for round
+ * k = 0, 1, ... run slice k of every step, in step order; a step with fewer
+ * slices is skipped in later rounds. Running whole steps one after another
+ * would deadlock as soon as a step exceeds the FIFO (every rank would be
+ * sending, none receiving); by rounds, each rank consumes in round k what its
+ * peer produced in round k, so FIFOs of two or more slots suffice. */
+static inline size_t sched_step_slices(const sched_step_t *st, size_t elem_size, size_t slot_bytes)
+{
+    size_t bytes = st->count * elem_size;
+    return (bytes + slot_bytes - 1) / slot_bytes;
+}
+size_t sched_rounds(const sched_t *s, size_t elem_size, size_t slot_bytes);
+
+/* Algorithms. Each fills `out` (reset first) for op->rank. */
+ccl_result_t ring_schedule(const sched_op_t *op, sched_t *out);
+/* One-shot for 2 ranks: each sends everything and reduces what it receives.
+ * Only allreduce with nranks <= 2. */
+ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out);
+
+#endif

@@ -1,0 +1,213 @@
+/*
+ * bootstrap.c - the rank side of the bootstrap: unique id, registration with
+ * the root, the TCP ring, and the allgather/barrier built on it.
+ */
+#include "bootstrap/wire.h"
+#include "core/err.h"
+#include "core/param.h"
+#include "core/wait.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+/* CCL_COMM_ID mode has no id to carry a random secret, so every rank derives
+ * it from CCL_COMM_SECRET (which the launcher shares like CCL_COMM_ID). This
+ * is a mixing function, not a cryptographic one; without CCL_COMM_SECRET the
+ * secret is public and only keeps out accidental connections. */
+static void bs_derive_secret(const char *text, uint8_t out[BS_SECRET_BYTES])
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = text; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    for (int i = 0; i < BS_SECRET_BYTES / 8; i++) {
+        uint64_t z = (h += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        memcpy(out + 8 * i, &z, 8);
+    }
+}
+
+ccl_result_t bs_id_create(ccl_unique_id_t *id)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    bs_id_t bid;
+    memset(&bid, 0, sizeof bid);
+    bid.magic = BS_MAGIC;
+    bid.version = BS_VERSION;
+    const char *comm_id = param_str(PARAM_COMM_ID);
+    if (comm_id[0]) {
+        CCL_TRY(sock_addr_parse(comm_id, &bid.root));
+        bs_derive_secret(param_str(PARAM_COMM_SECRET), bid.secret);
+        bid.root_in_rank0 = 1;
+    } else {
+        char ifname[64];
+        sock_addr_t local;
+        if (getrandom(bid.secret, sizeof bid.secret, 0) != (ssize_t)sizeof bid.secret)
+            CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
+        CCL_TRY(sock_pick_local_addr(&local, ifname, sizeof ifname));
+        CCL_TRY(bs_root_start(&local, bid.secret, &bid.root));
+        char abuf[80];
+        LOG_INFO(SUB_BOOTSTRAP, "bootstrap root listening on %s (%s)",
+                 sock_addr_str(&bid.root, abuf, sizeof abuf), ifname);
+    }
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, &bid, sizeof bid);
+out:
+    return res;
+}
+
+static ccl_result_t bs_register(bs_t *bs, const bs_id_t *bid, const bs_peer_t *me, uint64_t deadline)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int fd = -1;
+    char abuf[80];
+    bs_hello_t h;
+    memset(&h, 0, sizeof h);
+    h.magic = BS_MAGIC;
+    h.version = BS_VERSION;
+    memcpy(h.secret, bs->secret, BS_SECRET_BYTES);
+    h.rank = bs->rank;
+    h.nranks = bs->nranks;
+    h.info = *me;
+    res = sock_connect(&bid->root, deadline, &fd);
+    if (res != CCL_SUCCESS) {
+        err_prefix("rank %d: bootstrap root at %s unreachable: ", bs->rank,
+                   sock_addr_str(&bid->root, abuf, sizeof abuf));
+        goto out;
+    }
+    CCL_TRY(sock_send_all(fd, &h, sizeof h, deadline));
+    bs_table_hdr_t hdr;
+    res = sock_recv_all(fd, &hdr, sizeof hdr, deadline);
+    if (res != CCL_SUCCESS) {
+        err_prefix("rank %d: waiting for all %d ranks to join: ", bs->rank, bs->nranks);
+        goto out;
+    }
+    if (hdr.magic != BS_MAGIC || hdr.nranks != bs->nranks)
+        CCL_FAIL(CCL_ERR_REMOTE, "bootstrap root sent a bad table header (nranks %d, expected %d)",
+                 hdr.nranks, bs->nranks);
+    CCL_TRY(sock_recv_all(fd, bs->peers, (size_t)bs->nranks * sizeof *bs->peers, deadline));
+out:
+    sock_close(&fd);
+    return res;
+}
+
+/* Accepts until the expected ring neighbour proves itself; strays are dropped. */
+static ccl_result_t bs_accept_prev(bs_t *bs, int prev, uint64_t deadline)
+{
+    for (;;) {
+        int fd = -1;
+        ccl_result_t res = sock_accept(bs->listen_fd, deadline, &fd);
+        if (res != CCL_SUCCESS) {
+            err_prefix("rank %d: waiting for rank %d (%s) to connect: ", bs->rank, prev,
+                       bs->peers[prev].hostname);
+            return res;
+        }
+        bs_hello_t h;
+        uint64_t dl = wait_now_ns() + 5000000000ull;
+        res = sock_recv_all(fd, &h, sizeof h, dl < deadline ? dl : deadline);
+        if (res == CCL_SUCCESS && h.magic == BS_MAGIC && h.version == BS_VERSION &&
+            bs_secret_equal(h.secret, bs->secret) && h.rank == prev) {
+            bs->prev_fd = fd;
+            return CCL_SUCCESS;
+        }
+        LOG_WARN(SUB_BOOTSTRAP, "rank %d: dropped a bootstrap connection that is not rank %d",
+                 bs->rank, prev);
+        sock_close(&fd);
+    }
+}
+
+ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, const bs_peer_t *me)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    bs_id_t bid;
+    memcpy(&bid, id->internal, sizeof bid);
+    memset(bs, 0, sizeof *bs);
+    bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
+    bs->rank = rank;
+    bs->nranks = nranks;
+    bs->timeout_ns = (uint64_t)param_int(PARAM_TIMEOUT) * 1000000000ull;
+    uint64_t deadline = wait_now_ns() + bs->timeout_ns;
+    if (bid.magic != BS_MAGIC || bid.version != BS_VERSION)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "the unique id is not one ccl_get_unique_id made");
+    memcpy(bs->secret, bid.secret, BS_SECRET_BYTES);
+    bs->peers = calloc((size_t)nranks, sizeof *bs->peers);
+    if (!bs->peers)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d peers", nranks);
+    if (bid.root_in_rank0 && rank == 0) {
+        sock_addr_t bound;
+        CCL_TRY(bs_root_start(&bid.root, bid.secret, &bound));
+    }
+
+    bs_peer_t self = *me;
+    char ifname[64];
+    sock_addr_t local;
+    CCL_TRY(sock_pick_local_addr(&local, ifname, sizeof ifname));
+    CCL_TRY(sock_listen(&local, &bs->listen_fd, &self.addr));
+    self.rank = rank;
+    CCL_TRY(bs_register(bs, &bid, &self, deadline));
+
+    if (nranks > 1) {
+        int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+        bs_hello_t h;
+        memset(&h, 0, sizeof h);
+        h.magic = BS_MAGIC;
+        h.version = BS_VERSION;
+        memcpy(h.secret, bs->secret, BS_SECRET_BYTES);
+        h.rank = rank;
+        h.nranks = nranks;
+        /* Connect first: the kernel completes it from the listen backlog
+         * even before the neighbour calls accept, so no ordering deadlock. */
+        res = sock_connect(&bs->peers[next].addr, deadline, &bs->next_fd);
+        if (res != CCL_SUCCESS) {
+            err_prefix("rank %d: connecting to rank %d on %s: ", rank, next, bs->peers[next].hostname);
+            goto out;
+        }
+        CCL_TRY(sock_send_all(bs->next_fd, &h, sizeof h, deadline));
+        CCL_TRY(bs_accept_prev(bs, prev, deadline));
+    }
+out:
+    if (res != CCL_SUCCESS)
+        bs_close(bs);
+    return res;
+}
+
+ccl_result_t bs_allgather(bs_t *bs, void *data, size_t size)
+{
+    int n = bs->nranks, r = bs->rank;
+    char *d = data;
+    uint64_t deadline = wait_now_ns() + bs->timeout_ns;
+    for (int s = 0; s < n - 1; s++) {
+        int sblk = ((r - s) % n + n) % n, rblk = ((r - s - 1) % n + n) % n;
+        ccl_result_t res = sock_sendrecv(bs->next_fd, d + (size_t)sblk * size, size, bs->prev_fd,
+                                         d + (size_t)rblk * size, size, deadline);
+        if (res != CCL_SUCCESS) {
+            err_prefix("rank %d: bootstrap allgather with ranks %d/%d: ", r, (r + n - 1) % n, (r + 1) % n);
+            return res;
+        }
+    }
+    return CCL_SUCCESS;
+}
+
+ccl_result_t bs_barrier(bs_t *bs)
+{
+    if (bs->nranks == 1)
+        return CCL_SUCCESS;
+    char *flags = calloc((size_t)bs->nranks, 1);
+    if (!flags)
+        return err_set(CCL_ERR_SYSTEM, "out of memory");
+    ccl_result_t res = bs_allgather(bs, flags, 1);
+    free(flags);
+    return res;
+}
+
+void bs_close(bs_t *bs)
+{
+    sock_close(&bs->listen_fd);
+    sock_close(&bs->next_fd);
+    sock_close(&bs->prev_fd);
+    free(bs->peers);
+    bs->peers = NULL;
+}

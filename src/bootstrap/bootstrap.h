@@ -1,0 +1,54 @@
+/*
+ * bootstrap.h - out-of-band rendezvous of the ranks of a communicator.
+ *
+ * The unique id carries the root's TCP address and a random secret. Every
+ * rank opens a listening socket, registers it with the root (proving the
+ * secret), and receives the table of all ranks: address, host identity, pid,
+ * hostname. Ranks then connect in a ring over TCP, which carries the small
+ * allgathers and barriers that transports need during setup.
+ */
+#ifndef CCL_BOOTSTRAP_BOOTSTRAP_H
+#define CCL_BOOTSTRAP_BOOTSTRAP_H
+
+#include "bootstrap/socket.h"
+#include "ccl.h"
+
+#include <stdint.h>
+
+#define BS_SECRET_BYTES 32
+#define BS_HOSTNAME_MAX 64
+
+/* What every rank learns about every other rank. Fixed layout: it travels. */
+typedef struct {
+    sock_addr_t addr;   /* the rank's bootstrap listener */
+    uint64_t hostid;    /* equal for ranks on one host (topo_host_id) */
+    int32_t pid;
+    int32_t rank;
+    char hostname[BS_HOSTNAME_MAX];
+} bs_peer_t;
+
+typedef struct {
+    int rank, nranks;
+    uint8_t secret[BS_SECRET_BYTES];
+    int listen_fd, next_fd, prev_fd;
+    bs_peer_t *peers;   /* nranks entries */
+    uint64_t timeout_ns;
+} bs_t;
+
+/* Writes a new id. Starts the root in this process unless CCL_COMM_ID is set
+ * (then the id encodes that address and rank 0's bs_init starts the root). */
+ccl_result_t bs_id_create(ccl_unique_id_t *id);
+/* `me` supplies hostid, pid and hostname; the address is filled in here. */
+ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, const bs_peer_t *me);
+/* data holds nranks blocks of `size` bytes; block `rank` is ours on entry,
+ * all are filled on return. */
+ccl_result_t bs_allgather(bs_t *bs, void *data, size_t size);
+ccl_result_t bs_barrier(bs_t *bs);
+void bs_close(bs_t *bs);
+
+/* Internal to the bootstrap layer (root.c). */
+ccl_result_t bs_root_start(const sock_addr_t *addr, const uint8_t secret[BS_SECRET_BYTES],
+                           sock_addr_t *bound);
+int bs_secret_equal(const uint8_t *a, const uint8_t *b);
+
+#endif

@@ -1,0 +1,309 @@
+/*
+ * socket.c - non-blocking TCP with deadlines, and interface selection.
+ */
+#include "bootstrap/socket.h"
+#include "core/err.h"
+#include "core/param.h"
+#include "core/wait.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *sock_addr_str(const sock_addr_t *addr, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    if (addr->sa.sa_family == AF_INET) {
+        inet_ntop(AF_INET, &addr->sin.sin_addr, host, sizeof host);
+        snprintf(buf, len, "%s:%u", host, ntohs(addr->sin.sin_port));
+    } else if (addr->sa.sa_family == AF_INET6) {
+        inet_ntop(AF_INET6, &addr->sin6.sin6_addr, host, sizeof host);
+        snprintf(buf, len, "[%s]:%u", host, ntohs(addr->sin6.sin6_port));
+    } else {
+        snprintf(buf, len, "(no address)");
+    }
+    return buf;
+}
+
+socklen_t sock_addr_len(const sock_addr_t *addr)
+{
+    return addr->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+}
+
+ccl_result_t sock_addr_parse(const char *text, sock_addr_t *addr)
+{
+    char host[256];
+    const char *colon = strrchr(text, ':');
+    if (!colon || colon == text || !colon[1])
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "address \"%s\" is not host:port", text);
+    size_t hlen = (size_t)(colon - text);
+    if (text[0] == '[' && colon[-1] == ']') { /* [v6]:port */
+        text++;
+        hlen -= 2;
+    }
+    if (hlen >= sizeof host)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "host in \"%s\" is too long", text);
+    memcpy(host, text, hlen);
+    host[hlen] = '\0';
+    char *end = NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port <= 0 || port > 65535)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "port in \"%s\" is not 1..65535", text);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &ai);
+    if (rc != 0 || !ai)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "cannot resolve \"%s\": %s", host, gai_strerror(rc));
+    memset(addr, 0, sizeof *addr);
+    memcpy(addr, ai->ai_addr, ai->ai_addrlen < sizeof *addr ? ai->ai_addrlen : sizeof *addr);
+    freeaddrinfo(ai);
+    if (addr->sa.sa_family == AF_INET)
+        addr->sin.sin_port = htons((uint16_t)port);
+    else
+        addr->sin6.sin6_port = htons((uint16_t)port);
+    return CCL_SUCCESS;
+}
+
+/* NCCL's CCL_SOCKET_IFNAME syntax: "eth,ib" prefixes; "^docker" excludes;
+ * "=eth0" exact names. */
+static int sock_ifname_matches(const char *name, const char *spec)
+{
+    int exclude = 0, exact = 0;
+    if (*spec == '^') { exclude = 1; spec++; }
+    if (*spec == '=') { exact = 1; spec++; }
+    int match = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", spec);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok && !match; tok = strtok_r(NULL, ",", &save))
+        match = exact ? strcmp(name, tok) == 0 : strncmp(name, tok, strlen(tok)) == 0;
+    return exclude ? !match : match;
+}
+
+ccl_result_t sock_pick_local_addr(sock_addr_t *addr, char *ifname, size_t ifname_len)
+{
+    const char *spec = param_str(PARAM_SOCKET_IFNAME);
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0)
+        return err_set(CCL_ERR_SYSTEM, "getifaddrs failed: %s", strerror(errno));
+    /* Pass 0: IPv4 on a preferred interface; pass 1: IPv6; pass 2 (only
+     * without a user spec): loopback, which is enough for one host. */
+    const struct ifaddrs *best = NULL;
+    for (int pass = 0; pass < 3 && !best; pass++) {
+        for (const struct ifaddrs *i = ifs; i && !best; i = i->ifa_next) {
+            if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
+                continue;
+            int fam = i->ifa_addr->sa_family;
+            if (fam != (pass == 1 ? AF_INET6 : AF_INET))
+                continue;
+            int loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
+            if (spec[0]) {
+                if (pass == 2 || !sock_ifname_matches(i->ifa_name, spec))
+                    continue;
+            } else if (pass < 2) {
+                if (loop || !strncmp(i->ifa_name, "docker", 6) || !strncmp(i->ifa_name, "virbr", 5))
+                    continue;
+                if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
+                    continue;
+            } else if (!loop) {
+                continue;
+            }
+            best = i;
+        }
+    }
+    ccl_result_t res = CCL_SUCCESS;
+    if (!best) {
+        res = err_set(CCL_ERR_SYSTEM, "no network interface matches CCL_SOCKET_IFNAME=\"%s\"", spec);
+    } else {
+        memset(addr, 0, sizeof *addr);
+        memcpy(addr, best->ifa_addr,
+               best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+        snprintf(ifname, ifname_len, "%s", best->ifa_name);
+    }
+    freeifaddrs(ifs);
+    return res;
+}
+
+static int sock_set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) ? -1 : 0;
+}
+
+static void sock_tune(int fd)
+{
+    int one = 1;
+    /* Bootstrap messages are small request/response exchanges. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+/* Milliseconds left until the deadline, for poll(); 0 once it passed. */
+static int sock_ms_left(uint64_t deadline)
+{
+    uint64_t now = wait_now_ns();
+    if (now >= deadline)
+        return 0;
+    uint64_t ms = (deadline - now) / 1000000 + 1;
+    return ms > 1000 ? 1000 : (int)ms;
+}
+
+ccl_result_t sock_listen(const sock_addr_t *addr, int *fd_out, sock_addr_t *bound)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    char abuf[80];
+    int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "socket() failed: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, &addr->sa, sock_addr_len(addr)) != 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "bind to %s failed: %s", sock_addr_str(addr, abuf, sizeof abuf),
+                 strerror(errno));
+    if (listen(fd, 1024) != 0 || sock_set_nonblock(fd) != 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "listen on %s failed: %s", sock_addr_str(addr, abuf, sizeof abuf),
+                 strerror(errno));
+    socklen_t len = sizeof *bound;
+    memset(bound, 0, sizeof *bound);
+    if (getsockname(fd, &bound->sa, &len) != 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "getsockname failed: %s", strerror(errno));
+    *fd_out = fd;
+    fd = -1;
+out:
+    if (fd >= 0)
+        close(fd);
+    return res;
+}
+
+ccl_result_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd_out)
+{
+    char abuf[80];
+    int last_errno = 0;
+    uint64_t backoff_us = 1000;
+    while (wait_now_ns() < deadline) {
+        int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+            return err_set(CCL_ERR_SYSTEM, "socket() failed: %s", strerror(errno));
+        int rc = connect(fd, &addr->sa, sock_addr_len(addr));
+        if (rc != 0 && errno == EINPROGRESS) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            while ((rc = poll(&p, 1, sock_ms_left(deadline))) == 0 && wait_now_ns() < deadline) {
+            }
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (rc > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+                rc = 0;
+            else
+                errno = err ? err : ETIMEDOUT, rc = -1;
+        }
+        if (rc == 0) {
+            sock_tune(fd);
+            *fd_out = fd;
+            return CCL_SUCCESS;
+        }
+        last_errno = errno;
+        close(fd);
+        if (last_errno != ECONNREFUSED && last_errno != ETIMEDOUT && last_errno != EAGAIN &&
+            last_errno != ECONNRESET && last_errno != EHOSTUNREACH && last_errno != ENETUNREACH)
+            break;
+        /* The listener is not up yet (ranks start in any order): retry. */
+        usleep((useconds_t)backoff_us);
+        if (backoff_us < 100000)
+            backoff_us *= 2;
+    }
+    return err_set(last_errno == 0 || last_errno == ETIMEDOUT || last_errno == ECONNREFUSED ? CCL_ERR_TIMEOUT : CCL_ERR_SYSTEM,
+                   "connect to %s failed: %s", sock_addr_str(addr, abuf, sizeof abuf),
+                   last_errno ? strerror(last_errno) : "timed out");
+}
+
+ccl_result_t sock_accept(int lfd, uint64_t deadline, int *fd_out)
+{
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd >= 0) {
+            sock_tune(fd);
+            *fd_out = fd;
+            return CCL_SUCCESS;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+            return err_set(CCL_ERR_SYSTEM, "accept failed: %s", strerror(errno));
+        int ms = sock_ms_left(deadline);
+        if (ms == 0)
+            return err_set(CCL_ERR_TIMEOUT, "no connection arrived before the timeout (CCL_TIMEOUT)");
+        struct pollfd p = {lfd, POLLIN, 0};
+        poll(&p, 1, ms);
+    }
+}
+
+/* One progress step of a transfer: returns bytes moved, 0 on would-block,
+ * -1 with errno, or -2 on EOF. */
+static ssize_t sock_io_step(int fd, void *buf, size_t len, int is_send)
+{
+    ssize_t n = is_send ? send(fd, buf, len, MSG_NOSIGNAL) : recv(fd, buf, len, 0);
+    if (n > 0)
+        return n;
+    if (n == 0 && !is_send)
+        return -2;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    return -1;
+}
+
+ccl_result_t sock_sendrecv(int sfd, const void *sbuf, size_t slen, int rfd, void *rbuf,
+                           size_t rlen, uint64_t deadline)
+{
+    size_t sdone = 0, rdone = 0;
+    while (sdone < slen || rdone < rlen) {
+        struct pollfd p[2];
+        int np = 0, si = -1, ri = -1;
+        if (sdone < slen) { si = np; p[np++] = (struct pollfd){sfd, POLLOUT, 0}; }
+        if (rdone < rlen) { ri = np; p[np++] = (struct pollfd){rfd, POLLIN, 0}; }
+        int ms = sock_ms_left(deadline);
+        if (ms == 0)
+            return err_set(CCL_ERR_TIMEOUT, "socket transfer timed out (%zu/%zu bytes sent, %zu/%zu received)",
+                           sdone, slen, rdone, rlen);
+        if (poll(p, (nfds_t)np, ms) <= 0)
+            continue;
+        if (si >= 0 && (p[si].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t n = sock_io_step(sfd, (char *)sbuf + sdone, slen - sdone, 1);
+            if (n < 0)
+                return err_set(CCL_ERR_REMOTE, "send failed: %s", strerror(errno));
+            sdone += (size_t)n;
+        }
+        if (ri >= 0 && (p[ri].revents & (POLLIN | POLLERR | POLLHUP))) {
+            ssize_t n = sock_io_step(rfd, (char *)rbuf + rdone, rlen - rdone, 0);
+            if (n == -2)
+                return err_set(CCL_ERR_REMOTE, "connection closed by the peer after %zu of %zu bytes",
+                               rdone, rlen);
+            if (n < 0)
+                return err_set(CCL_ERR_REMOTE, "recv failed: %s", strerror(errno));
+            rdone += (size_t)n;
+        }
+    }
+    return CCL_SUCCESS;
+}
+
+ccl_result_t sock_send_all(int fd, const void *buf, size_t len, uint64_t deadline)
+{
+    return sock_sendrecv(fd, buf, len, -1, NULL, 0, deadline);
+}
+
+ccl_result_t sock_recv_all(int fd, void *buf, size_t len, uint64_t deadline)
+{
+    return sock_sendrecv(-1, NULL, 0, fd, buf, len, deadline);
+}
+
+void sock_close(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}

@@ -1,0 +1,46 @@
+/*
+ * socket.h - TCP helpers for the bootstrap: every call has a deadline.
+ *
+ * Sockets are non-blocking and every wait is a poll() bounded by an absolute
+ * deadline (wait_now_ns() clock), so a silent or dead peer turns into
+ * CCL_ERR_TIMEOUT or CCL_ERR_REMOTE, never a hang.
+ */
+#ifndef CCL_BOOTSTRAP_SOCKET_H
+#define CCL_BOOTSTRAP_SOCKET_H
+
+#include "ccl.h"
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* An IPv4 or IPv6 address in a fixed-size form that can go on the wire. */
+typedef union {
+    struct sockaddr sa;
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
+} sock_addr_t;
+
+/* "1.2.3.4:5" or "[::1]:5", for messages. */
+const char *sock_addr_str(const sock_addr_t *addr, char *buf, size_t len);
+/* Parses "host:port" (name, IPv4 or [IPv6]). */
+ccl_result_t sock_addr_parse(const char *text, sock_addr_t *addr);
+socklen_t sock_addr_len(const sock_addr_t *addr);
+/* The address of the interface bootstrap sockets use (CCL_SOCKET_IFNAME
+ * or the first suitable one), port 0. */
+ccl_result_t sock_pick_local_addr(sock_addr_t *addr, char *ifname, size_t ifname_len);
+
+/* Binds and listens at addr (port 0: any); *bound gets the real port. */
+ccl_result_t sock_listen(const sock_addr_t *addr, int *fd, sock_addr_t *bound);
+/* Retries refused connects until the deadline: the listener may not be up yet. */
+ccl_result_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd);
+ccl_result_t sock_accept(int lfd, uint64_t deadline, int *fd);
+ccl_result_t sock_send_all(int fd, const void *buf, size_t len, uint64_t deadline);
+ccl_result_t sock_recv_all(int fd, void *buf, size_t len, uint64_t deadline);
+/* Sends on one socket while receiving on another, so two ranks exchanging
+ * more than a socket buffer each cannot deadlock. */
+ccl_result_t sock_sendrecv(int sfd, const void *sbuf, size_t slen, int rfd, void *rbuf,
+                           size_t rlen, uint64_t deadline);
+void sock_close(int *fd);
+
+#endif

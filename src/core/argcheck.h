@@ -1,0 +1,12 @@
+/*
+ * argcheck.h - argument validation for the public collective calls.
+ */
+#ifndef CCL_CORE_ARGCHECK_H
+#define CCL_CORE_ARGCHECK_H
+
+#include "core/comm.h"
+
+/* CCL_SUCCESS or the specific error (message set). `name` is the API name. */
+ccl_result_t argcheck_coll(const coll_args_t *args, const char *name);
+
+#endif

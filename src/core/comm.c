@@ -1,0 +1,276 @@
+/*
+ * comm.c - communicator life cycle: unique id, init (one rank, or all ranks
+ * of a process), destroy, abort, and the queries.
+ */
+#include "core/comm.h"
+#include "core/err.h"
+#include "core/handle.h"
+#include "core/param.h"
+#include "core/wait.h"
+#include "topo/host.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static handle_set_t comm_live = HANDLE_SET_INIT;
+
+int comm_is_live(const struct ccl_comm *comm)
+{
+    return comm && handle_contains(&comm_live, comm);
+}
+
+void comm_record_error(struct ccl_comm *comm)
+{
+    snprintf(comm->last_error, sizeof comm->last_error, "%s", err_message());
+}
+
+void comm_pending_add(struct ccl_comm *comm)
+{
+    pthread_mutex_lock(&comm->pending_lock);
+    comm->pending++;
+    pthread_mutex_unlock(&comm->pending_lock);
+}
+
+void comm_pending_done(struct ccl_comm *comm)
+{
+    pthread_mutex_lock(&comm->pending_lock);
+    if (--comm->pending == 0)
+        pthread_cond_broadcast(&comm->pending_cond);
+    pthread_mutex_unlock(&comm->pending_lock);
+}
+
+CCL_API ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id)
+{
+    err_clear();
+    if (!id)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_get_unique_id: id is NULL");
+    return bs_id_create(id);
+}
+
+/* Every rank must use the same slot geometry (sender and receiver slice the
+ * same way), so ranks agree on the smallest configured values. */
+static ccl_result_t comm_agree_fifo(struct ccl_comm *comm)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int64_t buffsize = param_int(PARAM_BUFFSIZE), nslots = param_int(PARAM_NSLOTS);
+    if (nslots < 2 || nslots > 1024 || buffsize < 4096 * nslots)
+        return err_set(CCL_ERR_INVALID_ARGUMENT,
+                       "CCL_BUFFSIZE=%lld / CCL_NSLOTS=%lld: need 2..1024 slots of at least 4 KiB",
+                       (long long)buffsize, (long long)nslots);
+    int64_t *all = calloc((size_t)comm->nranks * 2, sizeof *all);
+    if (!all)
+        return err_set(CCL_ERR_SYSTEM, "out of memory");
+    int64_t slot = buffsize / nslots / 64 * 64;
+    all[2 * comm->rank] = slot;
+    all[2 * comm->rank + 1] = nslots;
+    CCL_TRY(bs_allgather(&comm->bs, all, 2 * sizeof *all));
+    for (int i = 0; i < comm->nranks; i++) {
+        if (all[2 * i] < slot)
+            slot = all[2 * i];
+        if (all[2 * i + 1] < nslots)
+            nslots = all[2 * i + 1];
+    }
+    comm->slot_size = (size_t)slot;
+    comm->nslots = (uint32_t)nslots;
+out:
+    free(all);
+    return res;
+}
+
+static void comm_free(struct ccl_comm *comm)
+{
+    connect_close(comm);
+    bs_close(&comm->bs);
+    sched_free(&comm->sched);
+    pthread_mutex_destroy(&comm->exec_lock);
+    pthread_mutex_destroy(&comm->pending_lock);
+    pthread_cond_destroy(&comm->pending_cond);
+    free(comm);
+}
+
+static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    bs_peer_t me;
+    memset(&me, 0, sizeof me);
+    me.hostid = topo_host_id();
+    me.pid = (int32_t)getpid();
+    topo_hostname(me.hostname, sizeof me.hostname);
+    CCL_TRY(bs_init(&comm->bs, id, comm->rank, comm->nranks, &me));
+
+    for (int i = 0; i < comm->nranks; i++) {
+        const bs_peer_t *p = &comm->bs.peers[i];
+        if (p->hostid == me.hostid) {
+            comm->nlocal++;
+            continue;
+        }
+        CCL_FAIL(CCL_ERR_UNSUPPORTED,
+                 "rank %d is on another host (%s); this build connects ranks of one host only "
+                 "(shared memory), the network transport is not part of it yet",
+                 i, p->hostname);
+    }
+    comm->spin = wait_spin_budget(comm->nlocal);
+    CCL_TRY(comm_agree_fifo(comm));
+    CCL_TRY(connect_ring(comm));
+    LOG_INFO(SUB_INIT, "rank %d/%d ready: %d local ranks, %u slots of %zu bytes, spin %d",
+             comm->rank, comm->nranks, comm->nlocal, comm->nslots, comm->slot_size, comm->spin);
+out:
+    return res;
+}
+
+CCL_API ccl_result_t ccl_comm_init_rank(ccl_comm_t *out, int nranks, ccl_unique_id_t id, int rank)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    struct ccl_comm *comm = NULL;
+    err_clear();
+    if (!out)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_rank: comm is NULL");
+    *out = NULL;
+    if (nranks < 1)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_rank: nranks=%d, must be at least 1", nranks);
+    if (rank < 0 || rank >= nranks)
+        CCL_FAIL(CCL_ERR_INVALID_RANK, "ccl_comm_init_rank: rank %d is not in 0..%d", rank, nranks - 1);
+    comm = calloc(1, sizeof *comm);
+    if (!comm)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for a communicator");
+    comm->rank = rank;
+    comm->nranks = nranks;
+    comm->bs.listen_fd = comm->bs.next_fd = comm->bs.prev_fd = -1;
+    pthread_mutex_init(&comm->exec_lock, NULL);
+    pthread_mutex_init(&comm->pending_lock, NULL);
+    pthread_cond_init(&comm->pending_cond, NULL);
+    log_set_rank(rank);
+    CCL_TRY(comm_init(comm, &id));
+    if (handle_add(&comm_live, comm, 0) != 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+    *out = comm;
+    comm = NULL;
+out:
+    if (comm)
+        comm_free(comm);
+    return res;
+}
+
+typedef struct {
+    ccl_unique_id_t id;
+    int ndev, rank;
+    ccl_comm_t comm;
+    ccl_result_t res;
+    char err[COMM_ERR_MAX];
+} init_all_arg_t;
+
+static void *comm_init_all_thread(void *p)
+{
+    init_all_arg_t *a = p;
+    a->res = ccl_comm_init_rank(&a->comm, a->ndev, a->id, a->rank);
+    if (a->res != CCL_SUCCESS)
+        snprintf(a->err, sizeof a->err, "%s", err_message());
+    return NULL;
+}
+
+CCL_API ccl_result_t ccl_comm_init_all(ccl_comm_t *comms, int ndev, const int *devlist)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    init_all_arg_t *args = NULL;
+    pthread_t *threads = NULL;
+    int started = 0;
+    err_clear();
+    if (!comms)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_all: comms is NULL");
+    if (ndev < 1)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_all: ndev=%d, must be at least 1", ndev);
+    args = calloc((size_t)ndev, sizeof *args);
+    threads = calloc((size_t)ndev, sizeof *threads);
+    if (!args || !threads)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+    ccl_unique_id_t id;
+    CCL_TRY(ccl_get_unique_id(&id));
+    for (int i = 0; i < ndev; i++) {
+        args[i] = (init_all_arg_t){.id = id, .ndev = ndev, .rank = i};
+        int rc = pthread_create(&threads[i], NULL, comm_init_all_thread, &args[i]);
+        if (rc != 0)
+            CCL_FAIL(CCL_ERR_SYSTEM, "cannot start init thread %d of %d", i, ndev);
+        started++;
+    }
+out:
+    for (int i = 0; i < started; i++)
+        pthread_join(threads[i], NULL);
+    for (int i = 0; args && i < ndev; i++) {
+        if (res == CCL_SUCCESS && args[i].res != CCL_SUCCESS) {
+            res = args[i].res;
+            err_set(res, "ccl_comm_init_all: rank %d: %s", i, args[i].err);
+        }
+    }
+    for (int i = 0; args && i < ndev; i++) {
+        if (res == CCL_SUCCESS)
+            comms[i] = args[i].comm;
+        else if (args[i].comm)
+            ccl_comm_destroy(args[i].comm);
+    }
+    free(args);
+    free(threads);
+    return res;
+}
+
+/* Waits for queued and running calls, then frees. Abort first makes them
+ * finish quickly. */
+static ccl_result_t comm_teardown(ccl_comm_t comm, const char *who)
+{
+    if (!comm || !handle_remove(&comm_live, comm, NULL))
+        return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or already destroyed", who);
+    pthread_mutex_lock(&comm->pending_lock);
+    while (comm->pending > 0)
+        pthread_cond_wait(&comm->pending_cond, &comm->pending_lock);
+    pthread_mutex_unlock(&comm->pending_lock);
+    comm_free(comm);
+    return CCL_SUCCESS;
+}
+
+CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm)
+{
+    err_clear();
+    return comm_teardown(comm, "ccl_comm_destroy");
+}
+
+CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm)
+{
+    err_clear();
+    if (!comm_is_live(comm))
+        return err_set(CCL_ERR_NULL_COMM, "ccl_comm_abort: comm is NULL or already destroyed");
+    atomic_store(&comm->aborted, 1);
+    /* Wakes our own blocked waiters and tells peers, whose waits on these
+     * connections end with an error instead of a timeout. */
+    connect_poison(comm);
+    return comm_teardown(comm, "ccl_comm_abort");
+}
+
+CCL_API ccl_result_t ccl_comm_count(ccl_comm_t comm, int *count)
+{
+    err_clear();
+    if (!comm_is_live(comm))
+        return err_set(CCL_ERR_NULL_COMM, "ccl_comm_count: comm is NULL or destroyed");
+    if (!count)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_count: count is NULL");
+    *count = comm->nranks;
+    return CCL_SUCCESS;
+}
+
+CCL_API ccl_result_t ccl_comm_user_rank(ccl_comm_t comm, int *rank)
+{
+    err_clear();
+    if (!comm_is_live(comm))
+        return err_set(CCL_ERR_NULL_COMM, "ccl_comm_user_rank: comm is NULL or destroyed");
+    if (!rank)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_user_rank: rank is NULL");
+    *rank = comm->rank;
+    return CCL_SUCCESS;
+}
+
+CCL_API const char *ccl_get_last_error(ccl_comm_t comm)
+{
+    if (comm && comm_is_live(comm))
+        return comm->last_error;
+    return err_message();
+}

@@ -1,0 +1,81 @@
+/*
+ * comm.h - the communicator and the core layer's internal interfaces.
+ */
+#ifndef CCL_CORE_COMM_H
+#define CCL_CORE_COMM_H
+
+#include "algos/schedule.h"
+#include "bootstrap/bootstrap.h"
+#include "ccl.h"
+#include "transport/shm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define COMM_ERR_MAX 1024
+
+typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_COUNT } algo_t;
+
+struct ccl_comm {
+    int rank, nranks;
+    int nlocal;              /* ranks on this host, this one included */
+    bs_t bs;                 /* peers[] holds every rank's pid and host */
+    shm_conn_t *send_conns;  /* [nranks]; fifo == NULL where unconnected */
+    shm_conn_t *recv_conns;
+    size_t slot_size;        /* agreed by all ranks at init */
+    uint32_t nslots;
+    int spin;
+
+    pthread_mutex_t exec_lock; /* one collective at a time per comm */
+    sched_t sched;             /* reused schedule storage, under exec_lock */
+    uint64_t seq;              /* collectives run, for error messages */
+    int broken;                /* an earlier collective failed mid-way */
+
+    _Atomic int aborted;
+    pthread_mutex_t pending_lock;
+    pthread_cond_t pending_cond;
+    int pending;               /* queued or running calls */
+
+    char last_error[COMM_ERR_MAX];
+};
+
+/* The arguments of one collective call, as queued on a stream. */
+typedef struct {
+    sched_coll_t coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    ccl_datatype_t dtype;
+    ccl_redop_t op;
+    struct ccl_comm *comm;
+} coll_args_t;
+
+/* comm.c */
+int comm_is_live(const struct ccl_comm *comm);
+void comm_pending_add(struct ccl_comm *comm);
+void comm_pending_done(struct ccl_comm *comm);
+/* Copies this thread's error message into the comm (for ccl_get_last_error). */
+void comm_record_error(struct ccl_comm *comm);
+
+/* connect.c: shm FIFOs along the ring. */
+ccl_result_t connect_ring(struct ccl_comm *comm);
+void connect_close(struct ccl_comm *comm);
+void connect_poison(struct ccl_comm *comm);
+
+/* exec_host.c */
+ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const coll_args_t *args);
+
+/* coll.c: runs one collective now, on the calling thread. */
+ccl_result_t coll_run(const coll_args_t *args);
+const char *coll_name(sched_coll_t coll);
+
+/* tuner.c */
+algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes);
+const char *tuner_algo_name(algo_t algo);
+
+/* stream.c */
+int stream_is_host(ccl_stream_t stream);
+ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *args);
+
+#endif

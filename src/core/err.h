@@ -1,0 +1,44 @@
+/*
+ * err.h - ccl's one error convention.
+ *
+ * Every internal function returns ccl_result_t. A function declares
+ * `ccl_result_t res = CCL_SUCCESS;`, has a single `out:` label where it
+ * releases what it holds, and uses:
+ *   CCL_TRY(call)          run call; on failure log where, goto out
+ *   CCL_FAIL(code, fmt..)  record a message for ccl_get_last_error, goto out
+ * The message is kept per thread; the public entry points copy it into the
+ * communicator so ccl_get_last_error(comm) works from any thread.
+ */
+#ifndef CCL_CORE_ERR_H
+#define CCL_CORE_ERR_H
+
+#include "ccl.h"
+#include "core/log.h"
+
+#define CCL_API __attribute__((visibility("default")))
+
+/* Records the message of a new failure (replacing the previous one) and
+ * logs it at WARN. Returns code. */
+ccl_result_t err_set(ccl_result_t code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefixes context ("allreduce #12: ") to this thread's current message. */
+void err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* This thread's current message. */
+const char *err_message(void);
+void err_clear(void);
+
+#define CCL_TRY(call)                                                              \
+    do {                                                                           \
+        res = (call);                                                              \
+        if (res != CCL_SUCCESS) {                                                  \
+            LOG_TRACE(SUB_ALL, "%s failed: %s", #call, ccl_get_error_string(res)); \
+            goto out;                                                              \
+        }                                                                          \
+    } while (0)
+
+#define CCL_FAIL(code, ...)                \
+    do {                                   \
+        res = err_set((code), __VA_ARGS__); \
+        goto out;                          \
+    } while (0)
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * exec_host.c - the host executor: runs a schedule over host buffers and the
+ * comm's shm connections, on the calling thread.
+ *
+ * Every step is cut into slices of one connection slot, so a long step
+ * streams through the FIFO and the next rank starts on the first slice while
+ * we work on the second. Each slice is a single pass over memory: a fused
+ * action reads its inputs once and writes all of its outputs.
+ */
+#include "core/comm.h"
+#include "core/err.h"
+#include "device/reduce.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    struct ccl_comm *comm;
+    int peer;
+    const char *what; /* "receive from" / "send to" */
+} exec_wait_ctx_t;
+
+/* A pid that is gone, or a zombie whose parent has not reaped it yet. */
+static int exec_pid_dead(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+}
+
+static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
+{
+    exec_wait_ctx_t *c = arg;
+    struct ccl_comm *comm = c->comm;
+    const bs_peer_t *p = &comm->bs.peers[c->peer];
+    if (atomic_load(&comm->aborted))
+        return err_set(CCL_ERR_ABORTED, "communicator aborted while waiting to %s rank %d", c->what, c->peer);
+    if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid))
+        return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
+                       c->peer, (int)p->pid, p->hostname, c->what);
+    if (waited_ns > comm->bs.timeout_ns)
+        return err_set(CCL_ERR_TIMEOUT, "rank %d (pid %d on %s) made no progress for %llu s (CCL_TIMEOUT) "
+                       "while we waited to %s it",
+                       c->peer, (int)p->pid, p->hostname,
+                       (unsigned long long)(waited_ns / 1000000000ull), c->what);
+    return CCL_SUCCESS;
+}
+
+static char *exec_buf(const coll_args_t *a, int which, size_t off_elems, size_t esz)
+{
+    char *base = which == SCHED_BUF_SEND ? (char *)a->sendbuf : which == SCHED_BUF_RECV ? (char *)a->recvbuf : NULL;
+    return base ? base + off_elems * esz : NULL;
+}
+
+/* One slice of a step that moves data through connections. */
+static void exec_slice(const sched_step_t *st, const coll_args_t *a, int nranks, const void *in,
+                       void *out, const char *src, char *dst, size_t nbytes, size_t esz)
+{
+    size_t n = nbytes / esz;
+    int post = (st->flags & SCHED_POSTOP) && a->op == CCL_AVG;
+    switch (st->action) {
+    case SCHED_SEND:
+        memcpy(out, src, nbytes);
+        break;
+    case SCHED_RECV:
+        memcpy(dst, in, nbytes);
+        break;
+    case SCHED_RECV_REDUCE_SEND:
+        dev_reduce(a->dtype, a->op, out, NULL, in, src, n);
+        break;
+    case SCHED_RECV_REDUCE_COPY:
+        dev_reduce(a->dtype, a->op, dst, NULL, in, src, n);
+        if (post)
+            dev_postop(a->dtype, a->op, dst, n, nranks);
+        break;
+    case SCHED_RECV_COPY_SEND:
+        memcpy(dst, in, nbytes);
+        memcpy(out, in, nbytes);
+        break;
+    case SCHED_RECV_REDUCE_COPY_SEND:
+        if (post) {
+            /* The divided value is what every rank must end with, so it is
+             * what we keep and what we send on. */
+            dev_reduce(a->dtype, a->op, dst, NULL, in, src, n);
+            dev_postop(a->dtype, a->op, dst, n, nranks);
+            memcpy(out, dst, nbytes);
+        } else {
+            dev_reduce(a->dtype, a->op, dst, out, in, src, n);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* Slice `k` of one step (see sched_rounds for why execution goes by
+ * rounds of slices rather than step by step). */
+static ccl_result_t exec_step_slice(struct ccl_comm *comm, const sched_step_t *st, const coll_args_t *a,
+                                    size_t esz, size_t k)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    const char *src = exec_buf(a, st->src_buf, st->src_off, esz);
+    char *dst = exec_buf(a, st->dst_buf, st->dst_off, esz);
+    size_t total = st->count * esz;
+    size_t off = k * comm->slot_size;
+    size_t nbytes = total - off < comm->slot_size ? total - off : comm->slot_size;
+
+    if (st->action == SCHED_COPY || st->action == SCHED_LOCAL_REDUCE) {
+        size_t n = nbytes / esz;
+        if (st->action == SCHED_COPY && src != dst)
+            memcpy(dst + off, src + off, nbytes);
+        else if (st->action == SCHED_LOCAL_REDUCE)
+            dev_reduce(a->dtype, a->op, dst + off, NULL, src + off, dst + off, n);
+        if ((st->flags & SCHED_POSTOP) && a->op == CCL_AVG)
+            dev_postop(a->dtype, a->op, dst + off, n, comm->nranks);
+        return CCL_SUCCESS;
+    }
+
+    shm_conn_t *rc = st->recv_peer >= 0 ? &comm->recv_conns[st->recv_peer] : NULL;
+    shm_conn_t *sc = st->send_peer >= 0 ? &comm->send_conns[st->send_peer] : NULL;
+    if ((rc && !rc->fifo) || (sc && !sc->fifo))
+        return err_set(CCL_ERR_INTERNAL, "schedule uses a connection to rank %d that does not exist",
+                       rc && !rc->fifo ? st->recv_peer : st->send_peer);
+    const void *in = NULL;
+    void *out = NULL;
+    if (rc) {
+        exec_wait_ctx_t ctx = {comm, st->recv_peer, "receive from"};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin};
+        CCL_TRY(shm_recv_wait(rc, &pol, &in));
+    }
+    if (sc) {
+        exec_wait_ctx_t ctx = {comm, st->send_peer, "send to"};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin};
+        CCL_TRY(shm_send_wait(sc, &pol, &out));
+    }
+    exec_slice(st, a, comm->nranks, in, out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes, esz);
+    if (rc)
+        shm_recv_done(rc);
+    if (sc)
+        shm_send_post(sc);
+out:
+    return res;
+}
+
+ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const coll_args_t *args)
+{
+    size_t esz = dev_dtype_size(args->dtype);
+    size_t rounds = sched_rounds(sched, esz, comm->slot_size);
+    for (size_t k = 0; k < rounds; k++) {
+        for (int i = 0; i < sched->nsteps; i++) {
+            const sched_step_t *st = &sched->steps[i];
+            if (k >= sched_step_slices(st, esz, comm->slot_size))
+                continue;
+            ccl_result_t res = exec_step_slice(comm, st, args, esz, k);
+            if (res != CCL_SUCCESS) {
+                err_prefix("step %d (%s), slice %zu: ", i, sched_action_name(st->action), k);
+                return res;
+            }
+        }
+    }
+    return CCL_SUCCESS;
+}

@@ -1,0 +1,36 @@
+/*
+ * log.h - logging (CCL_DEBUG, CCL_DEBUG_SUBSYS, CCL_DEBUG_FILE).
+ *
+ * Messages carry host, pid and, once known, the rank, so interleaved output
+ * from many processes stays readable.
+ */
+#ifndef CCL_CORE_LOG_H
+#define CCL_CORE_LOG_H
+
+typedef enum { LOG_NONE = 0, LOG_VERSION, LOG_WARN, LOG_INFO, LOG_TRACE } log_level_t;
+
+typedef enum {
+    SUB_INIT = 1 << 0,
+    SUB_BOOTSTRAP = 1 << 1,
+    SUB_SHM = 1 << 2,
+    SUB_COLL = 1 << 3,
+    SUB_ALL = 0xffff
+} log_subsys_t;
+
+/* True when a message of this level and subsystem would be written; lets
+ * callers skip building expensive messages. */
+int log_enabled(log_level_t level, log_subsys_t sub);
+void log_write(log_level_t level, log_subsys_t sub, const char *file, int line,
+               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* For param.c, which runs before the log configuration exists. */
+void log_early_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Rank shown in this thread's log lines (-1: unknown). */
+void log_set_rank(int rank);
+
+#define LOG_WARN(sub, ...) log_write(LOG_WARN, sub, __FILE__, __LINE__, __VA_ARGS__)
+#define LOG_INFO(sub, ...) \
+    do { if (log_enabled(LOG_INFO, sub)) log_write(LOG_INFO, sub, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define LOG_TRACE(sub, ...) \
+    do { if (log_enabled(LOG_TRACE, sub)) log_write(LOG_TRACE, sub, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * reduce.h - element types, reductions and copies on host memory.
+ *
+ * The executor calls these on slot-sized slices; each call is one pass over
+ * memory (a fused reduce writes both of its destinations in that pass).
+ */
+#ifndef CCL_DEVICE_REDUCE_H
+#define CCL_DEVICE_REDUCE_H
+
+#include "ccl.h"
+#include <stddef.h>
+
+/* 0 for a dtype value outside the enum. */
+size_t dev_dtype_size(ccl_datatype_t dtype);
+const char *dev_dtype_name(ccl_datatype_t dtype);
+const char *dev_op_name(ccl_redop_t op);
+/* Whether the host path implements this dtype (all enum values are valid
+ * arguments; some, e.g. fp8, are not implemented yet). */
+int dev_dtype_supported(ccl_datatype_t dtype);
+
+/* dst = a op b (elementwise, n elements); also into dst2 when not NULL.
+ * dst may alias a or b exactly (in-place). dtype/op must be supported. */
+void dev_reduce(ccl_datatype_t dtype, ccl_redop_t op, void *dst, void *dst2,
+                const void *a, const void *b, size_t n);
+/* The op's final transform (CCL_AVG: divide by nranks); no-op for others. */
+void dev_postop(ccl_datatype_t dtype, ccl_redop_t op, void *buf, size_t n, int nranks);
+
+#endif

@@ -1,0 +1,233 @@
+/*
+ * shm.c - the shared-memory FIFO transport (see shm.h for the protocol).
+ */
+#include "transport/shm.h"
+#include "core/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHM_MAGIC 0x63636c66u /* "cclf" */
+#define SHM_LINE 64
+
+/* The segment header. Each counter and its waiter count sit on their own
+ * cache line: the sender writes only `tail`, the receiver only `head`. */
+struct shm_fifo {
+    uint32_t magic;
+    uint32_t nslots;
+    uint64_t slot_size;
+    uint64_t slots_offset;
+    _Atomic uint32_t poisoned;   /* set by either side on abort/failure */
+    uint32_t reserved;
+    char pad0[SHM_LINE - 32];
+    _Atomic uint32_t tail;
+    _Atomic uint32_t tail_waiters;
+    char pad1[SHM_LINE - 8];
+    _Atomic uint32_t head;
+    _Atomic uint32_t head_waiters;
+    char pad2[SHM_LINE - 8];
+};
+
+_Static_assert(sizeof(struct shm_fifo) == 3 * SHM_LINE, "shm_fifo header layout");
+
+static size_t shm_map_len(uint32_t nslots, size_t slot_size, size_t *slots_offset)
+{
+    /* Slots start on a page so that large slot copies stay page-aligned. */
+    *slots_offset = 4096;
+    return *slots_offset + (size_t)nslots * slot_size;
+}
+
+ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size,
+                             char name[SHM_NAME_MAX])
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int fd = -1;
+    void *map = MAP_FAILED;
+    size_t slots_offset = 0;
+    size_t len = shm_map_len(nslots, slot_size, &slots_offset);
+    memset(conn, 0, sizeof *conn);
+
+    /* A fresh random name each time: never reused, never guessable, and
+     * O_EXCL refuses a name someone else pre-created. */
+    for (int attempt = 0; fd < 0; attempt++) {
+        uint64_t rnd[2];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
+        snprintf(name, SHM_NAME_MAX, "/ccl-%016llx%016llx", (unsigned long long)rnd[0],
+                 (unsigned long long)rnd[1]);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && (errno != EEXIST || attempt > 8))
+            CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
+    }
+    if (ftruncate(fd, (off_t)len) != 0) {
+        shm_unlink(name);
+        CCL_FAIL(CCL_ERR_SYSTEM, "ftruncate of %zu-byte segment %s failed: %s (is /dev/shm full?)",
+                 len, name, strerror(errno));
+    }
+    map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        shm_unlink(name);
+        CCL_FAIL(CCL_ERR_SYSTEM, "mmap of segment %s failed: %s", name, strerror(errno));
+    }
+    /* Touch every page now, at init: first touch is slow on these VMs and
+     * must not land inside a timed collective. */
+    memset(map, 0, len);
+    shm_fifo_t *f = map;
+    f->nslots = nslots;
+    f->slot_size = slot_size;
+    f->slots_offset = slots_offset;
+    atomic_store(&f->magic, SHM_MAGIC);
+    conn->fifo = f;
+    conn->map_len = len;
+    conn->slots = (char *)map + slots_offset;
+    conn->nslots = nslots;
+    conn->slot_size = slot_size;
+out:
+    if (fd >= 0)
+        close(fd);
+    return res;
+}
+
+ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    struct stat st;
+    void *map = MAP_FAILED;
+    memset(conn, 0, sizeof *conn);
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) of a peer's segment failed: %s", name, strerror(errno));
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < sizeof(shm_fifo_t))
+        CCL_FAIL(CCL_ERR_REMOTE, "peer segment %s is too small (%lld bytes)", name,
+                 (long long)st.st_size);
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        CCL_FAIL(CCL_ERR_SYSTEM, "mmap of peer segment %s failed: %s", name, strerror(errno));
+    shm_fifo_t *f = map;
+    size_t slots_offset = 0;
+    /* Never trust the header's sizes beyond what is really mapped. */
+    if (f->magic != SHM_MAGIC || f->nslots == 0 || f->slot_size == 0 ||
+        shm_map_len(f->nslots, f->slot_size, &slots_offset) != (size_t)st.st_size) {
+        munmap(map, (size_t)st.st_size);
+        CCL_FAIL(CCL_ERR_REMOTE, "peer segment %s has a corrupt header", name);
+    }
+    conn->fifo = f;
+    conn->map_len = (size_t)st.st_size;
+    conn->slots = (char *)map + slots_offset;
+    conn->nslots = f->nslots;
+    conn->slot_size = f->slot_size;
+    conn->is_sender = 1;
+out:
+    if (fd >= 0)
+        close(fd);
+    return res;
+}
+
+void shm_name_unlink(const char *name)
+{
+    if (name[0])
+        shm_unlink(name);
+}
+
+void shm_conn_poison(shm_conn_t *conn)
+{
+    if (!conn->fifo)
+        return;
+    atomic_store(&conn->fifo->poisoned, 1);
+    /* Wake whoever sleeps on either counter; they re-check and see poison. */
+    wait_wake(&conn->fifo->tail, &conn->fifo->tail_waiters);
+    wait_wake(&conn->fifo->head, &conn->fifo->head_waiters);
+}
+
+void shm_conn_close(shm_conn_t *conn)
+{
+    if (conn->fifo)
+        munmap(conn->fifo, conn->map_len);
+    memset(conn, 0, sizeof *conn);
+}
+
+/* Poison is this layer's own failure signal; the caller's check (abort,
+ * liveness, deadline) runs after it. */
+typedef struct {
+    shm_conn_t *conn;
+    const wait_policy_t *outer;
+} shm_check_t;
+
+static ccl_result_t shm_check(void *arg, uint64_t waited_ns)
+{
+    shm_check_t *c = arg;
+    if (atomic_load(&c->conn->fifo->poisoned))
+        return err_set(CCL_ERR_REMOTE, "the peer aborted or failed on this connection");
+    return c->outer->check ? c->outer->check(c->outer->arg, waited_ns) : CCL_SUCCESS;
+}
+
+static ccl_result_t shm_wait_counter(shm_conn_t *conn, _Atomic uint32_t *word, uint32_t old,
+                                     _Atomic uint32_t *waiters, const wait_policy_t *policy)
+{
+    if (atomic_load_explicit(word, memory_order_acquire) != old)
+        return CCL_SUCCESS;
+    shm_check_t ctx = {conn, policy};
+    wait_policy_t inner = {shm_check, &ctx, policy->spin};
+    return wait_change(word, old, waiters, &inner);
+}
+
+ccl_result_t shm_recv_wait(shm_conn_t *conn, const wait_policy_t *policy, const void **slot)
+{
+    shm_fifo_t *f = conn->fifo;
+    /* Data ready when tail != head; the receiver is the only writer of head,
+     * so conn->pos is its exact value. */
+    ccl_result_t res = shm_wait_counter(conn, &f->tail, conn->pos, &f->tail_waiters, policy);
+    if (res != CCL_SUCCESS)
+        return res;
+    *slot = conn->slots + (size_t)(conn->pos % conn->nslots) * conn->slot_size;
+    return CCL_SUCCESS;
+}
+
+void shm_recv_done(shm_conn_t *conn)
+{
+    shm_fifo_t *f = conn->fifo;
+    conn->pos++;
+    atomic_store_explicit(&f->head, conn->pos, memory_order_release);
+    wait_wake(&f->head, &f->head_waiters);
+}
+
+ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void **slot)
+{
+    shm_fifo_t *f = conn->fifo;
+    /* A slot is free when tail - head < nslots, i.e. head != tail - nslots. */
+    uint32_t full_head = conn->pos - conn->nslots;
+    if ((uint32_t)(conn->pos - atomic_load_explicit(&f->head, memory_order_acquire)) >= conn->nslots) {
+        ccl_result_t res = shm_wait_counter(conn, &f->head, full_head, &f->head_waiters, policy);
+        if (res != CCL_SUCCESS)
+            return res;
+    }
+    *slot = conn->slots + (size_t)(conn->pos % conn->nslots) * conn->slot_size;
+    return CCL_SUCCESS;
+}
+
+void shm_send_post(shm_conn_t *conn)
+{
+    shm_fifo_t *f = conn->fifo;
+    conn->pos++;
+    atomic_store_explicit(&f->tail, conn->pos, memory_order_release);
+    wait_wake(&f->tail, &f->tail_waiters);
+}
+
+ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy)
+{
+    shm_fifo_t *f = conn->fifo;
+    for (;;) {
+        uint32_t head = atomic_load_explicit(&f->head, memory_order_acquire);
+        if (head == conn->pos)
+            return CCL_SUCCESS;
+        ccl_result_t res = shm_wait_counter(conn, &f->head, head, &f->head_waiters, policy);
+        if (res != CCL_SUCCESS)
+            return res;
+    }
+}

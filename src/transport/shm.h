@@ -1,0 +1,58 @@
+/*
+ * shm.h - shared-memory FIFO connections between ranks of one host.
+ *
+ * A connection is one-way: a FIFO of nslots slots in a POSIX shared-memory
+ * segment. The receiver creates the segment (random name, mode 0600), the
+ * sender maps it by name, and the creator unlinks it as soon as both have it
+ * mapped, so nothing is left in /dev/shm even if a process dies later.
+ *
+ * The sender fills slot (tail % nslots) and publishes tail+1; the receiver
+ * consumes slot (head % nslots) and publishes head+1. tail and head live on
+ * separate cache lines so the two sides never write the same line.
+ */
+#ifndef CCL_TRANSPORT_SHM_H
+#define CCL_TRANSPORT_SHM_H
+
+#include "ccl.h"
+#include "core/wait.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SHM_NAME_MAX 48
+
+typedef struct shm_fifo shm_fifo_t;
+
+typedef struct {
+    shm_fifo_t *fifo;      /* the mapped segment */
+    size_t map_len;
+    char *slots;
+    uint32_t nslots;
+    size_t slot_size;
+    uint32_t pos;          /* sender: next tail; receiver: next head */
+    int is_sender;
+} shm_conn_t;
+
+/* Receiver side: creates and maps a fresh segment; writes its name. */
+ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size,
+                             char name[SHM_NAME_MAX]);
+/* Sender side: maps the segment a peer created. */
+ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name);
+/* Removes the name; the mapping stays valid. Safe to call twice. */
+void shm_name_unlink(const char *name);
+/* Marks the connection failed so the peer's waits end (abort, errors). */
+void shm_conn_poison(shm_conn_t *conn);
+void shm_conn_close(shm_conn_t *conn);
+
+/* Data path. The wait functions block through `policy` (spin/yield/futex with
+ * abort, liveness and deadline checks) and return the slot to use. */
+ccl_result_t shm_recv_wait(shm_conn_t *conn, const wait_policy_t *policy, const void **slot);
+void shm_recv_done(shm_conn_t *conn);
+ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void **slot);
+void shm_send_post(shm_conn_t *conn);
+/* Sender side: waits until the receiver consumed everything posted. */
+ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy);
+
+#endif
