@@ -89,7 +89,7 @@ $(LIB_A): $(LIB_OBJ)
 # Binaries link the static library so they run from the build tree without
 # LD_LIBRARY_PATH; installed users link either.
 perf: $(PERF_BIN)
-$(PERF_BIN): $(PERF_SRC) $(LIB_A) include/ccl.h
+$(PERF_BIN): $(PERF_SRC) $(wildcard perf/ccl_perf*.h) $(LIB_A) include/ccl.h src/core/params.def
 	@mkdir -p $(dir $@)
 	$(PERF_CC) $(PERF_CFLAGS) $(LDFLAGS_SAN) -o $@ $(PERF_SRC) $(LIB_A) $(LDLIBS)
 

@@ -18,6 +18,8 @@ static ccl_result_t coll_build(struct ccl_comm *comm, const coll_args_t *a, algo
     size_t esz = dev_dtype_size(a->dtype);
     sched_op_t op = {a->coll, a->count, esz, comm->nranks, comm->rank};
     *algo = tuner_pick(comm, a->coll, a->count * esz);
+    if (*algo == ALGO_ONESHOT)
+        return CCL_SUCCESS; /* no schedule: exec_host_oneshot */
     return *algo == ALGO_DIRECT ? direct_schedule(&op, &comm->sched) : ring_schedule(&op, &comm->sched);
 }
 
@@ -37,7 +39,7 @@ ccl_result_t coll_run(const coll_args_t *a)
     LOG_TRACE(SUB_COLL, "%s #%llu: %zu x %s, %s, algo %s, %d steps", coll_name(a->coll),
               (unsigned long long)seq, a->count, dev_dtype_name(a->dtype), dev_op_name(a->op),
               tuner_algo_name(algo), comm->sched.nsteps);
-    res = exec_host_run(comm, &comm->sched, a);
+    res = algo == ALGO_ONESHOT ? exec_host_oneshot(comm, a) : exec_host_run(comm, &comm->sched, a);
     if (res != CCL_SUCCESS) {
         /* Peers may be blocked on us mid-schedule: poison the connections
          * so they fail now rather than at their timeout. */

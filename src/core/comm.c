@@ -84,6 +84,7 @@ static void comm_free(struct ccl_comm *comm)
     connect_close(comm);
     bs_close(&comm->bs);
     sched_free(&comm->sched);
+    free(comm->scratch);
     pthread_mutex_destroy(&comm->exec_lock);
     pthread_mutex_destroy(&comm->pending_lock);
     pthread_cond_destroy(&comm->pending_cond);
@@ -112,8 +113,14 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
                  i, p->hostname);
     }
     comm->spin = wait_spin_budget(comm->nlocal);
+    comm->yield = wait_yield_budget(comm->nlocal);
     CCL_TRY(comm_agree_fifo(comm));
     CCL_TRY(connect_ring(comm));
+    CCL_TRY(connect_board(comm));
+    if (posix_memalign(&comm->scratch, 4096, comm->slot_size) != 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", comm->slot_size);
+    memset(comm->scratch, 0, comm->slot_size);
+    comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
     LOG_INFO(SUB_INIT, "rank %d/%d ready: %d local ranks, %u slots of %zu bytes, spin %d",
              comm->rank, comm->nranks, comm->nlocal, comm->nslots, comm->slot_size, comm->spin);
 out:

@@ -8,6 +8,7 @@
 #include "bootstrap/bootstrap.h"
 #include "ccl.h"
 #include "transport/shm.h"
+#include "transport/shm_board.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,7 +16,7 @@
 
 #define COMM_ERR_MAX 1024
 
-typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_COUNT } algo_t;
+typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_COUNT } algo_t;
 
 struct ccl_comm {
     int rank, nranks;
@@ -23,9 +24,12 @@ struct ccl_comm {
     bs_t bs;                 /* peers[] holds every rank's pid and host */
     shm_conn_t *send_conns;  /* [nranks]; fifo == NULL where unconnected */
     shm_conn_t *recv_conns;
+    shm_board_t board;       /* one-shot board; hdr == NULL when not all ranks are local */
     size_t slot_size;        /* agreed by all ranks at init */
     uint32_t nslots;
-    int spin;
+    int spin, yield;         /* wait policy (us), from the local rank count */
+    void *scratch;           /* slot_size bytes for reductions that stream out */
+    size_t stream_threshold; /* results this large are written non-temporally */
 
     pthread_mutex_t exec_lock; /* one collective at a time per comm */
     sched_t sched;             /* reused schedule storage, under exec_lock */
@@ -58,13 +62,16 @@ void comm_pending_done(struct ccl_comm *comm);
 /* Copies this thread's error message into the comm (for ccl_get_last_error). */
 void comm_record_error(struct ccl_comm *comm);
 
-/* connect.c: shm FIFOs along the ring. */
+/* connect.c: shm FIFOs along the ring, and the one-shot board. */
 ccl_result_t connect_ring(struct ccl_comm *comm);
+ccl_result_t connect_board(struct ccl_comm *comm);
 void connect_close(struct ccl_comm *comm);
 void connect_poison(struct ccl_comm *comm);
 
 /* exec_host.c */
 ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const coll_args_t *args);
+/* The one-shot path: every rank reads every rank's input from the board. */
+ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *args);
 
 /* coll.c: runs one collective now, on the calling thread. */
 ccl_result_t coll_run(const coll_args_t *args);

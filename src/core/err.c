@@ -52,7 +52,17 @@ ccl_result_t err_set(ccl_result_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err_msg, sizeof err_msg, fmt, ap);
     va_end(ap);
-    LOG_WARN(SUB_ALL, "%s (%s)", err_msg, ccl_get_error_string(code));
+    /* Refused input is returned to the caller, who decides what it means;
+     * runtime failures (peers, system) are worth a WARN line by default. */
+    int caller_error = code == CCL_ERR_INVALID_ARGUMENT || code == CCL_ERR_NULL_COMM ||
+                       code == CCL_ERR_NULL_BUFFER || code == CCL_ERR_INVALID_DTYPE ||
+                       code == CCL_ERR_INVALID_OP || code == CCL_ERR_INVALID_RANK ||
+                       code == CCL_ERR_COUNT_OVERFLOW || code == CCL_ERR_INPLACE_LAYOUT ||
+                       code == CCL_ERR_UNSUPPORTED;
+    if (caller_error)
+        LOG_INFO(SUB_ALL, "%s (%s)", err_msg, ccl_get_error_string(code));
+    else
+        LOG_WARN(SUB_ALL, "%s (%s)", err_msg, ccl_get_error_string(code));
     return code;
 }
 

@@ -9,6 +9,7 @@
  */
 #include "core/comm.h"
 #include "core/err.h"
+#include "device/copy.h"
 #include "device/reduce.h"
 
 #include <errno.h>
@@ -58,44 +59,74 @@ static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
     return CCL_SUCCESS;
 }
 
+/* What every slice of one collective call needs. */
+typedef struct {
+    struct ccl_comm *comm;
+    const coll_args_t *args;
+    size_t esz;
+    int stream_out;  /* write final results with non-temporal stores */
+    void *scratch;   /* one slot of cache-resident scratch */
+} exec_ctx_t;
+
 static char *exec_buf(const coll_args_t *a, int which, size_t off_elems, size_t esz)
 {
     char *base = which == SCHED_BUF_SEND ? (char *)a->sendbuf : which == SCHED_BUF_RECV ? (char *)a->recvbuf : NULL;
     return base ? base + off_elems * esz : NULL;
 }
 
-/* One slice of a step that moves data through connections. */
-static void exec_slice(const sched_step_t *st, const coll_args_t *a, int nranks, const void *in,
-                       void *out, const char *src, char *dst, size_t nbytes, size_t esz)
+/* One slice of a step that moves data through connections. With
+ * `stream_out` (large results) the final write to the user's buffer is a
+ * non-temporal copy from a cache-resident slot or scratch buffer. */
+static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *in, void *out,
+                       const char *src, char *dst, size_t nbytes)
 {
-    size_t n = nbytes / esz;
+    const coll_args_t *a = x->args;
+    size_t n = nbytes / x->esz;
     int post = (st->flags & SCHED_POSTOP) && a->op == CCL_AVG;
+    int nranks = x->comm->nranks;
     switch (st->action) {
     case SCHED_SEND:
         memcpy(out, src, nbytes);
         break;
     case SCHED_RECV:
-        memcpy(dst, in, nbytes);
+        if (x->stream_out)
+            dev_copy_stream(dst, in, nbytes);
+        else
+            memcpy(dst, in, nbytes);
         break;
     case SCHED_RECV_REDUCE_SEND:
         dev_reduce(a->dtype, a->op, out, NULL, in, src, n);
         break;
     case SCHED_RECV_REDUCE_COPY:
-        dev_reduce(a->dtype, a->op, dst, NULL, in, src, n);
-        if (post)
-            dev_postop(a->dtype, a->op, dst, n, nranks);
+        if (x->stream_out) {
+            dev_reduce(a->dtype, a->op, x->scratch, NULL, in, src, n);
+            if (post)
+                dev_postop(a->dtype, a->op, x->scratch, n, nranks);
+            dev_copy_stream(dst, x->scratch, nbytes);
+        } else {
+            dev_reduce(a->dtype, a->op, dst, NULL, in, src, n);
+            if (post)
+                dev_postop(a->dtype, a->op, dst, n, nranks);
+        }
         break;
     case SCHED_RECV_COPY_SEND:
-        memcpy(dst, in, nbytes);
         memcpy(out, in, nbytes);
+        if (x->stream_out)
+            dev_copy_stream(dst, in, nbytes);
+        else
+            memcpy(dst, in, nbytes);
         break;
     case SCHED_RECV_REDUCE_COPY_SEND:
-        if (post) {
-            /* The divided value is what every rank must end with, so it is
-             * what we keep and what we send on. */
-            dev_reduce(a->dtype, a->op, dst, NULL, in, src, n);
-            dev_postop(a->dtype, a->op, dst, n, nranks);
-            memcpy(out, dst, nbytes);
+        if (x->stream_out || post) {
+            /* Reduce into the slot (cache-resident), finish there, then
+             * keep a copy: what we keep is exactly what we send on. */
+            dev_reduce(a->dtype, a->op, out, NULL, in, src, n);
+            if (post)
+                dev_postop(a->dtype, a->op, out, n, nranks);
+            if (x->stream_out)
+                dev_copy_stream(dst, out, nbytes);
+            else
+                memcpy(dst, out, nbytes);
         } else {
             dev_reduce(a->dtype, a->op, dst, out, in, src, n);
         }
@@ -107,10 +138,12 @@ static void exec_slice(const sched_step_t *st, const coll_args_t *a, int nranks,
 
 /* Slice `k` of one step (see sched_rounds for why execution goes by
  * rounds of slices rather than step by step). */
-static ccl_result_t exec_step_slice(struct ccl_comm *comm, const sched_step_t *st, const coll_args_t *a,
-                                    size_t esz, size_t k)
+static ccl_result_t exec_step_slice(const exec_ctx_t *x, const sched_step_t *st, size_t k)
 {
     ccl_result_t res = CCL_SUCCESS;
+    struct ccl_comm *comm = x->comm;
+    const coll_args_t *a = x->args;
+    size_t esz = x->esz;
     const char *src = exec_buf(a, st->src_buf, st->src_off, esz);
     char *dst = exec_buf(a, st->dst_buf, st->dst_off, esz);
     size_t total = st->count * esz;
@@ -119,7 +152,9 @@ static ccl_result_t exec_step_slice(struct ccl_comm *comm, const sched_step_t *s
 
     if (st->action == SCHED_COPY || st->action == SCHED_LOCAL_REDUCE) {
         size_t n = nbytes / esz;
-        if (st->action == SCHED_COPY && src != dst)
+        if (st->action == SCHED_COPY && src != dst && x->stream_out)
+            dev_copy_stream(dst + off, src + off, nbytes);
+        else if (st->action == SCHED_COPY && src != dst)
             memcpy(dst + off, src + off, nbytes);
         else if (st->action == SCHED_LOCAL_REDUCE)
             dev_reduce(a->dtype, a->op, dst + off, NULL, src + off, dst + off, n);
@@ -137,15 +172,15 @@ static ccl_result_t exec_step_slice(struct ccl_comm *comm, const sched_step_t *s
     void *out = NULL;
     if (rc) {
         exec_wait_ctx_t ctx = {comm, st->recv_peer, "receive from"};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
         CCL_TRY(shm_recv_wait(rc, &pol, &in));
     }
     if (sc) {
         exec_wait_ctx_t ctx = {comm, st->send_peer, "send to"};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
         CCL_TRY(shm_send_wait(sc, &pol, &out));
     }
-    exec_slice(st, a, comm->nranks, in, out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes, esz);
+    exec_slice(st, x, in, out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc)
         shm_recv_done(rc);
     if (sc)
@@ -156,19 +191,53 @@ out:
 
 ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const coll_args_t *args)
 {
-    size_t esz = dev_dtype_size(args->dtype);
-    size_t rounds = sched_rounds(sched, esz, comm->slot_size);
+    ccl_result_t res = CCL_SUCCESS;
+    exec_ctx_t x = {comm, args, dev_dtype_size(args->dtype), 0, comm->scratch};
+    size_t recv_bytes = args->count * x.esz * (args->coll == SCHED_ALLGATHER ? (size_t)comm->nranks : 1);
+    x.stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
+    size_t rounds = sched_rounds(sched, x.esz, comm->slot_size);
     for (size_t k = 0; k < rounds; k++) {
         for (int i = 0; i < sched->nsteps; i++) {
             const sched_step_t *st = &sched->steps[i];
-            if (k >= sched_step_slices(st, esz, comm->slot_size))
+            if (k >= sched_step_slices(st, x.esz, comm->slot_size))
                 continue;
-            ccl_result_t res = exec_step_slice(comm, st, args, esz, k);
+            res = exec_step_slice(&x, st, k);
             if (res != CCL_SUCCESS) {
                 err_prefix("step %d (%s), slice %zu: ", i, sched_action_name(st->action), k);
-                return res;
+                goto out;
             }
         }
     }
+out:
+    if (x.stream_out)
+        dev_copy_fence(); /* streamed stores are ordered before we return */
+    return res;
+}
+
+ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
+{
+    size_t esz = dev_dtype_size(a->dtype), bytes = a->count * esz;
+    int n = comm->nranks;
+    const char *bank = NULL;
+    exec_wait_ctx_t ctx = {comm, (comm->rank + 1) % n, "exchange with"};
+    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+    if (bytes == 0)
+        return CCL_SUCCESS;
+    ccl_result_t res = shm_board_exchange(&comm->board, a->sendbuf, bytes, &pol, &bank);
+    if (res != CCL_SUCCESS)
+        return res;
+    size_t stride = comm->board.slot_bytes;
+    char *dst = a->recvbuf;
+    if (a->coll == SCHED_ALLGATHER) {
+        for (int q = 0; q < n; q++)
+            memcpy(dst + (size_t)q * bytes, bank + (size_t)q * stride, bytes);
+        return CCL_SUCCESS;
+    }
+    /* Every rank reduces in rank order, so floating-point results are
+     * bitwise identical everywhere. */
+    dev_reduce(a->dtype, a->op, dst, NULL, bank, bank + stride, a->count);
+    for (int q = 2; q < n; q++)
+        dev_reduce(a->dtype, a->op, dst, NULL, dst, bank + (size_t)q * stride, a->count);
+    dev_postop(a->dtype, a->op, dst, a->count, n);
     return CCL_SUCCESS;
 }

@@ -1,11 +1,11 @@
 /*
  * tuner.c - picks the algorithm for each call.
  *
- * With the ring as the only bandwidth algorithm, the choice today is whether
- * a two-rank allreduce is small enough for the one-hop direct algorithm,
- * which must fit whole in the FIFO (both ranks send before receiving).
- * Latency wins below a few slots; the ring's halved traffic wins above.
- * CCL_ALGO=ring|direct overrides where the algorithm applies.
+ * Small inputs on a single host go one-shot through the shared board (one
+ * synchronisation, no sequential hops); a two-rank allreduce too large for
+ * the board but small for the ring may go direct (one hop each way);
+ * everything else takes the bandwidth-optimal ring.
+ * CCL_ALGO=ring|direct|oneshot overrides where the algorithm applies.
  */
 #include "core/comm.h"
 #include "core/param.h"
@@ -19,19 +19,26 @@
 
 const char *tuner_algo_name(algo_t algo)
 {
-    return algo == ALGO_DIRECT ? "direct" : "ring";
+    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot"};
+    return (unsigned)algo < ALGO_COUNT ? names[algo] : "?";
 }
 
 algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes)
 {
+    /* bytes is the per-rank input; the board holds one input per rank. */
+    int oneshot_ok = comm->board.hdr != NULL && bytes <= comm->board.slot_bytes;
     int direct_ok = coll == SCHED_ALLREDUCE && comm->nranks == 2 &&
                     bytes <= (size_t)comm->nslots * comm->slot_size;
     const char *forced = param_str(PARAM_ALGO);
     if (forced[0]) {
         if (!strcasecmp(forced, "direct") && direct_ok)
             return ALGO_DIRECT;
+        if (!strcasecmp(forced, "oneshot") && oneshot_ok)
+            return ALGO_ONESHOT;
         if (!strcasecmp(forced, "ring"))
             return ALGO_RING;
     }
+    if (oneshot_ok)
+        return ALGO_ONESHOT;
     return (direct_ok && bytes <= TUNER_DIRECT_MAX_BYTES) ? ALGO_DIRECT : ALGO_RING;
 }

@@ -21,12 +21,14 @@ typedef ccl_result_t (*wait_check_fn)(void *arg, uint64_t waited_ns);
 typedef struct {
     wait_check_fn check;
     void *arg;
-    int spin;           /* spin iterations before yielding */
+    int spin;           /* microseconds to spin before yielding */
+    int yield;          /* microseconds to yield before sleeping */
 } wait_policy_t;
 
 uint64_t wait_now_ns(void);
-/* Spin budget for `nlocal` ranks sharing this host's cores. */
+/* Spin and yield budgets (us) for `nlocal` ranks sharing this host's cores. */
 int wait_spin_budget(int nlocal);
+int wait_yield_budget(int nlocal);
 /* Waits until *word != old. *waiters is raised while sleeping so that
  * wait_wake() only pays for a syscall when someone sleeps. */
 ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t *waiters,

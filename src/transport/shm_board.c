@@ -1,0 +1,176 @@
+/*
+ * shm_board.c - the one-shot board (see shm_board.h).
+ */
+#include "transport/shm_board.h"
+#include "core/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BOARD_MAGIC 0x63636c6fu /* "cclo" */
+#define BOARD_MAX_RANKS 64
+
+struct shm_board_hdr {
+    uint32_t magic, nranks;
+    uint64_t slot_bytes;
+    _Atomic uint32_t poisoned;
+    char pad0[64 - 20];
+    struct {
+        _Atomic uint32_t arrived; /* grows by nranks per call on this bank */
+        _Atomic uint32_t waiters;
+        char pad[64 - 8];
+    } bank[2];
+    /* Calls each rank has published, for naming the missing ones. */
+    _Atomic uint32_t published[BOARD_MAX_RANKS];
+};
+
+static size_t board_len(int nranks, size_t slot_bytes)
+{
+    return 4096 + 2 * (size_t)nranks * slot_bytes;
+}
+
+static ccl_result_t board_map(shm_board_t *b, int fd, size_t len)
+{
+    void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        return err_set(CCL_ERR_SYSTEM, "mmap of the one-shot board failed: %s", strerror(errno));
+    b->hdr = map;
+    b->map_len = len;
+    b->slots = (char *)map + 4096;
+    return CCL_SUCCESS;
+}
+
+ccl_result_t shm_board_create(shm_board_t *b, int nranks, size_t slot_bytes, char name[SHM_NAME_MAX])
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int fd = -1;
+    memset(b, 0, sizeof *b);
+    if (nranks > BOARD_MAX_RANKS)
+        return err_set(CCL_ERR_INTERNAL, "one-shot board: %d ranks, at most %d", nranks, BOARD_MAX_RANKS);
+    size_t len = board_len(nranks, slot_bytes);
+    uint64_t rnd[2];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
+    snprintf(name, SHM_NAME_MAX, "/ccl-b%016llx%016llx", (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
+    if (ftruncate(fd, (off_t)len) != 0) {
+        shm_unlink(name);
+        CCL_FAIL(CCL_ERR_SYSTEM, "ftruncate of the one-shot board failed: %s (is /dev/shm full?)", strerror(errno));
+    }
+    res = board_map(b, fd, len);
+    if (res != CCL_SUCCESS) {
+        shm_unlink(name);
+        goto out;
+    }
+    memset(b->hdr, 0, len); /* first touch now, not inside a collective */
+    b->hdr->nranks = (uint32_t)nranks;
+    b->hdr->slot_bytes = slot_bytes;
+    b->hdr->magic = BOARD_MAGIC;
+    b->nranks = nranks;
+    b->rank = 0;
+    b->slot_bytes = slot_bytes;
+out:
+    if (fd >= 0)
+        close(fd);
+    return res;
+}
+
+ccl_result_t shm_board_open(shm_board_t *b, const char *name, int nranks, int rank)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    struct stat st;
+    memset(b, 0, sizeof *b);
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) of the one-shot board failed: %s", name, strerror(errno));
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size < 4096)
+        CCL_FAIL(CCL_ERR_REMOTE, "one-shot board %s is too small", name);
+    CCL_TRY(board_map(b, fd, (size_t)st.st_size));
+    if (b->hdr->magic != BOARD_MAGIC || b->hdr->nranks != (uint32_t)nranks ||
+        board_len(nranks, b->hdr->slot_bytes) != (size_t)st.st_size) {
+        munmap(b->hdr, b->map_len);
+        b->hdr = NULL;
+        CCL_FAIL(CCL_ERR_REMOTE, "one-shot board %s has a corrupt header", name);
+    }
+    b->nranks = nranks;
+    b->rank = rank;
+    b->slot_bytes = b->hdr->slot_bytes;
+out:
+    if (fd >= 0)
+        close(fd);
+    return res;
+}
+
+void shm_board_poison(shm_board_t *b)
+{
+    if (!b->hdr)
+        return;
+    atomic_store(&b->hdr->poisoned, 1);
+    for (int k = 0; k < 2; k++)
+        wait_wake(&b->hdr->bank[k].arrived, &b->hdr->bank[k].waiters);
+}
+
+void shm_board_close(shm_board_t *b)
+{
+    if (b->hdr)
+        munmap(b->hdr, b->map_len);
+    memset(b, 0, sizeof *b);
+}
+
+typedef struct {
+    shm_board_t *b;
+    const wait_policy_t *outer;
+    uint32_t call;
+} board_check_t;
+
+static ccl_result_t board_check(void *arg, uint64_t waited_ns)
+{
+    board_check_t *c = arg;
+    if (atomic_load(&c->b->hdr->poisoned))
+        return err_set(CCL_ERR_REMOTE, "a local rank aborted or failed during a one-shot collective");
+    ccl_result_t res = c->outer->check ? c->outer->check(c->outer->arg, waited_ns) : CCL_SUCCESS;
+    if (res == CCL_ERR_TIMEOUT) {
+        char missing[256] = "";
+        size_t o = 0;
+        for (int q = 0; q < c->b->nranks && o + 16 < sizeof missing; q++)
+            if ((int32_t)(atomic_load(&c->b->hdr->published[q]) - c->call) < 0)
+                o += (size_t)snprintf(missing + o, sizeof missing - o, " %d", q);
+        err_prefix("one-shot collective: ranks that never arrived:%s: ", missing);
+    }
+    return res;
+}
+
+ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes,
+                                const wait_policy_t *policy, const char **bank_out)
+{
+    uint32_t call = ++b->calls;
+    int k = (int)(call & 1);
+    char *bank = b->slots + (size_t)k * (size_t)b->nranks * b->slot_bytes;
+    memcpy(bank + (size_t)b->rank * b->slot_bytes, data, bytes);
+    atomic_store_explicit(&b->hdr->published[b->rank], call, memory_order_relaxed);
+    /* Every call on bank k adds nranks; calls on bank k are every other call. */
+    uint32_t target = ((call + 1) / 2) * (uint32_t)b->nranks;
+    uint32_t now = atomic_fetch_add_explicit(&b->hdr->bank[k].arrived, 1, memory_order_acq_rel) + 1;
+    if (now == target) {
+        wait_wake(&b->hdr->bank[k].arrived, &b->hdr->bank[k].waiters);
+    } else {
+        board_check_t ctx = {b, policy, call};
+        wait_policy_t inner = {board_check, &ctx, policy->spin, policy->yield};
+        while (now != target) {
+            ccl_result_t res = wait_change(&b->hdr->bank[k].arrived, now, &b->hdr->bank[k].waiters, &inner);
+            if (res != CCL_SUCCESS)
+                return res;
+            now = atomic_load_explicit(&b->hdr->bank[k].arrived, memory_order_acquire);
+        }
+    }
+    *bank_out = bank;
+    return CCL_SUCCESS;
+}
