@@ -1,0 +1,151 @@
+/*
+ * ccl_perf.h - declarations shared by the files of ccl-perf, the benchmark
+ * binary of ccl (an nccl-tests look-alike for the ccl API).
+ *
+ *   ccl_perf.c        main: launch modes (forked ranks, launcher, MPI), memory check
+ *   ccl_perf_args.c   command line and --help
+ *   ccl_perf_coll.c   one entry per collective: counts, bus bandwidth, call, check
+ *   ccl_perf_bench.c  the timing loop and nccl-tests' result table
+ *   ccl_perf_data.c   dtype table, input fill and result check
+ */
+#ifndef CCL_PERF_H
+#define CCL_PERF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ccl.h"
+
+#define PERF_ALL (-1) /* -d all / -o all */
+
+/* ---- dtypes (ccl_perf_data.c) ------------------------------------------- */
+
+enum perf_kind { PERF_SINT, PERF_UINT, PERF_FLOAT, PERF_MINIFLOAT };
+
+struct perf_dtype {
+    ccl_datatype_t id;
+    const char *name;    /* as nccl-tests prints it */
+    const char *aliases; /* other accepted -d spellings, space separated */
+    size_t size;
+    enum perf_kind kind;
+    int ebits, mbits;  /* floats: exponent and stored mantissa bits */
+    int ieee;          /* minifloat: all-ones exponent is inf/NaN (not e4m3) */
+    double exact;      /* largest n such that all integers 0..n are exact */
+    int prod_twos;     /* how many factors of 2 a product may hold exactly */
+};
+
+extern const struct perf_dtype perf_dtypes[]; /* nccl-tests' -d all order */
+extern const int perf_num_dtypes;
+const struct perf_dtype *perf_dtype_by_name(const char *name);
+const struct perf_dtype *perf_dtype_by_id(ccl_datatype_t id);
+
+/* What the inputs of one checked call are; every rank can rebuild any
+ * rank's input from it, which is how results are checked without an
+ * exchange. */
+struct perf_data {
+    const struct perf_dtype *dt;
+    ccl_redop_t op;
+    int reduce; /* 0: data is moved, not combined (allgather) */
+    int nranks;
+    uint32_t seed;
+    int64_t maxval;  /* inputs lie in 0..maxval */
+    int value_ranks; /* ranks >= this contribute 0 so sums stay exact */
+    int twos_ranks;  /* prod: ranks that may contribute a 2 instead of 1 */
+};
+
+void perf_data_plan(struct perf_data *d, const struct perf_dtype *dt, ccl_redop_t op,
+                    int reduce, int nranks, uint32_t seed);
+void perf_data_fill(const struct perf_data *d, void *buf, size_t count, int rank);
+void perf_data_poison(void *buf, size_t bytes);
+/* Number of elements of buf that differ from the expected result. */
+int64_t perf_data_check_reduce(const struct perf_data *d, const void *buf, size_t count);
+int64_t perf_data_check_gather(const struct perf_data *d, const void *buf,
+                               size_t count_per_rank);
+
+/* ---- collectives (ccl_perf_coll.c) ---------------------------------------- */
+
+/* Element counts of one call, in nccl-tests' terms (getCollByteCount). */
+struct perf_counts {
+    size_t send, recv;     /* elements in send and recv buffer */
+    size_t param;          /* the count argument of the call */
+    size_t send_inplace;   /* in place: sendbuf = recvbuf + rank*send_inplace */
+    size_t recv_inplace;   /* in place: recvbuf = recvbuf + rank*recv_inplace */
+};
+
+struct perf_ctx;
+
+struct perf_coll {
+    const char *name;
+    int reduces;  /* takes a reduction op (-o) */
+    int rooted;   /* takes a root (-r); rootless ones print root -1 */
+    void (*counts)(size_t count, int nranks, struct perf_counts *c);
+    double (*bus_factor)(int nranks); /* busbw = algbw * factor */
+    ccl_result_t (*run)(const void *send, void *recv, size_t count, ccl_datatype_t dt,
+                        ccl_redop_t op, int root, ccl_comm_t comm, ccl_stream_t stream);
+    const char *run_name; /* the ccl call, for error messages */
+    /* Fills inputs (and poisons outputs) for a checked call, then checks. */
+    void (*fill)(struct perf_ctx *x, const struct perf_data *d, int in_place);
+    int64_t (*check)(struct perf_ctx *x, const struct perf_data *d, int in_place);
+};
+
+/* NULL when unknown or not in this ccl; then *why says which it is. */
+const struct perf_coll *perf_coll_by_name(const char *name, const char **why);
+/* "allreduce allgather": for messages and --help. */
+const char *perf_coll_supported(void);
+
+/* ---- options (ccl_perf_args.c) ------------------------------------------ */
+
+struct perf_args {
+    size_t min_bytes, max_bytes, step_bytes, step_factor;
+    int iters, warmup, check, blocking, root, average;
+    int dtype; /* index into perf_dtypes, or PERF_ALL */
+    int op;    /* ccl_redop_t, or PERF_ALL */
+    const struct perf_coll *coll;
+    int np; /* --np, 0 when not given */
+};
+
+extern const char *const perf_op_names[CCL_NUM_OPS];
+
+/* 0 with *done = 0: run. 0 with *done = 1: --help or --help-env was printed.
+ * Non-zero: a usage error, already reported; it is the exit status. */
+int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done);
+/* Buffer bytes one rank needs at -e (out-of-place and in-place share them). */
+void perf_buffer_bytes(const struct perf_args *a, int nranks, size_t *send, size_t *recv);
+
+/* ---- the benchmark (ccl_perf_bench.c) ------------------------------------ */
+
+/* One rank's process, gathered from all ranks for the header and to count
+ * ranks sharing this machine's memory. */
+struct perf_rank_info {
+    int32_t pid;
+    char host[64];
+    char boot_id[40]; /* with host: the same running machine */
+    char pad[20];
+};
+_Static_assert(sizeof(struct perf_rank_info) == 128, "fixed size for ccl_allgather");
+
+struct perf_ctx {
+    const struct perf_args *a;
+    ccl_comm_t comm;
+    int rank, nranks;
+    ccl_stream_t stream; /* NULL with -z 1 */
+    void *send, *recv;
+    size_t send_cap, recv_cap;
+    const struct perf_dtype *dt; /* of the current row */
+    struct perf_counts cur;      /* of the current row */
+    uint32_t seed;               /* advances identically on every rank */
+    double bw_sum;
+    int bw_count, errors;
+};
+
+/* Runs every requested dtype/op/size and prints the table on rank 0.
+ * Returns the process exit status. */
+int perf_bench(struct perf_ctx *x, const char *launch_desc,
+               const struct perf_rank_info *ranks);
+/* Prints "ccl-perf: rank R: <call> failed: ..." and exits. */
+void perf_die(const struct perf_ctx *x, const char *call, ccl_result_t res)
+    __attribute__((noreturn));
+/* Blocking allreduce of one int64 on the comm (also the barrier). */
+int64_t perf_allreduce_i64(struct perf_ctx *x, int64_t v, ccl_redop_t op);
+
+#endif /* CCL_PERF_H */

@@ -1,0 +1,335 @@
+/*
+ * ccl_perf_bench.c - the measurement itself, step for step as nccl-tests'
+ * TimeTest/BenchTime: per dtype and op, warm up at the largest and smallest
+ * size, then per size time -n calls out of place and in place, reduce the
+ * time over ranks (-a), check one more call per placement (-c), and print
+ * one row of nccl-tests' table on rank 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "ccl_perf.h"
+
+void perf_die(const struct perf_ctx *x, const char *call, ccl_result_t res)
+{
+    fprintf(stderr, "ccl-perf: rank %d: %s failed: %s: %s\n", x->rank, call,
+            ccl_get_error_string(res), ccl_get_last_error(x->comm));
+    exit(EXIT_FAILURE);
+}
+
+int64_t perf_allreduce_i64(struct perf_ctx *x, int64_t v, ccl_redop_t op)
+{
+    int64_t out = 0;
+    ccl_result_t res = ccl_allreduce(&v, &out, 1, CCL_INT64, op, x->comm, NULL);
+    if (res != CCL_SUCCESS)
+        perf_die(x, "ccl_allreduce", res);
+    return out;
+}
+
+static void barrier(struct perf_ctx *x) { (void)perf_allreduce_i64(x, 0, CCL_SUM); }
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- one call ----------------------------------------------------------- */
+
+static void setup_size(struct perf_ctx *x, size_t bytes)
+{
+    x->a->coll->counts(bytes / x->dt->size, x->nranks, &x->cur);
+}
+
+/* The size column and the numerator of algbw (nccl-tests: the larger of the
+ * send and receive side, e.g. the gathered total for allgather). */
+static size_t row_bytes(const struct perf_ctx *x)
+{
+    size_t n = x->cur.send > x->cur.recv ? x->cur.send : x->cur.recv;
+    return n * x->dt->size;
+}
+
+/* Like nccl-tests, each iteration uses the next slice of the buffers, so
+ * small sizes do not always hit the same cache lines. */
+static size_t rotation(const struct perf_ctx *x, int iter, size_t sbytes, size_t rbytes)
+{
+    size_t steps = SIZE_MAX;
+    if (sbytes && x->send_cap / sbytes < steps)
+        steps = x->send_cap / sbytes;
+    if (rbytes && x->recv_cap / rbytes < steps)
+        steps = x->recv_cap / rbytes;
+    if (steps == 0 || steps == SIZE_MAX)
+        steps = 1;
+    return (size_t)iter % steps;
+}
+
+static void start_coll(struct perf_ctx *x, ccl_redop_t op, int in_place, int iter)
+{
+    size_t elt = x->dt->size, sbytes = x->cur.send * elt, rbytes = x->cur.recv * elt;
+    size_t k = rotation(x, iter, sbytes, rbytes);
+    char *recv = (char *)x->recv + k * rbytes;
+    const char *send = (const char *)x->send + k * sbytes;
+    if (in_place) {
+        send = recv + (size_t)x->rank * x->cur.send_inplace * elt;
+        recv += (size_t)x->rank * x->cur.recv_inplace * elt;
+    }
+    const struct perf_coll *c = x->a->coll;
+    ccl_result_t res =
+        c->run(send, recv, x->cur.param, x->dt->id, op, x->a->root, x->comm, x->stream);
+    if (res != CCL_SUCCESS)
+        perf_die(x, c->run_name, res);
+}
+
+/* With -z 0 calls were only queued; this is where they finish (or fail). */
+static void complete(struct perf_ctx *x)
+{
+    if (!x->stream)
+        return;
+    ccl_result_t res = ccl_stream_synchronize(x->stream);
+    if (res != CCL_SUCCESS)
+        perf_die(x, "ccl_stream_synchronize", res);
+}
+
+/* nccl-tests' -z 1 also barriers after each call; here a barrier would be one
+ * more ccl collective inside the timed loop, so -z 1 only makes calls block
+ * (NULL stream) and -z 0 queues them all before one synchronize. */
+static void run_iters(struct perf_ctx *x, ccl_redop_t op, int in_place, int n)
+{
+    for (int i = 0; i < n; i++)
+        start_coll(x, op, in_place, i);
+    complete(x);
+}
+
+/* ---- output (rank 0) ---------------------------------------------------- */
+
+/* Only rank 0 prints the table; every rank still runs the same code so the
+ * collectives inside stay matched. Needs `x` in scope. */
+#define PRINT(...)                  \
+    do {                            \
+        if (x->rank == 0)           \
+            printf(__VA_ARGS__);    \
+    } while (0)
+
+static void print_header(struct perf_ctx *x, const char *desc,
+                         const struct perf_rank_info *ranks)
+{
+    const struct perf_args *a = x->a;
+    int v = 0;
+    ccl_get_version(&v);
+    PRINT("# ccl-perf: %s, %s, host memory, ccl %d.%d.%d\n", a->coll->name, desc, v / 10000,
+          v / 100 % 100, v % 100);
+    PRINT("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
+          a->min_bytes, a->max_bytes, a->step_factor > 1 ? a->step_factor : a->step_bytes,
+          a->step_factor > 1 ? "factor" : "bytes", a->warmup, a->iters, a->check);
+    if (a->blocking)
+        PRINT("# Blocking Enabled: each call waits for completion (NULL stream)\n");
+    PRINT("#\n");
+    for (int r = 0; r < x->nranks; r++)
+        PRINT("#  Rank %2d Pid %6d on %10s\n", r, (int)ranks[r].pid, ranks[r].host);
+    PRINT("#\n");
+    PRINT("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place\n",
+          "", "", "", "", "");
+    PRINT("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count",
+          "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+          "#wrong");
+    PRINT("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+          "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+static void print_row_head(struct perf_ctx *x, ccl_redop_t op)
+{
+    const struct perf_coll *c = x->a->coll;
+    PRINT("%12zu  %12zu  %8s  %6s  %6d", row_bytes(x), x->cur.param, x->dt->name,
+          c->reduces ? perf_op_names[op] : "none", c->rooted ? x->a->root : -1);
+}
+
+static void print_result(struct perf_ctx *x, double sec, double algbw, double busbw,
+                         int64_t wrong)
+{
+    double us = sec * 1e6;
+    char time_s[32], wrong_s[24];
+    /* nccl-tests' precision steps keep the column 7 wide. */
+    if (us >= 10000.0)
+        snprintf(time_s, sizeof(time_s), "%7.0f", us);
+    else if (us >= 100.0)
+        snprintf(time_s, sizeof(time_s), "%7.1f", us);
+    else
+        snprintf(time_s, sizeof(time_s), "%7.2f", us);
+    if (wrong < 0)
+        snprintf(wrong_s, sizeof(wrong_s), "N/A");
+    else
+        snprintf(wrong_s, sizeof(wrong_s), "%lld", (long long)wrong);
+    PRINT("  %7s  %6.2f  %6.2f  %5s", time_s, algbw, busbw, wrong_s);
+}
+
+static void print_footer(struct perf_ctx *x)
+{
+    double avg = x->bw_count ? x->bw_sum / x->bw_count : 0.0;
+    PRINT("# Out of bounds values : %d %s\n", x->errors, x->errors ? "FAILED" : "OK");
+    PRINT("# Avg bus bandwidth    : %g \n", avg);
+    PRINT("#\n");
+    if (x->rank == 0)
+        fflush(stdout);
+}
+
+/* ---- timing and checking -------------------------------------------------- */
+
+/* Reduces this rank's elapsed time over ranks as -a asks. */
+static double reduce_seconds(struct perf_ctx *x, int64_t ns)
+{
+    double total;
+    switch (x->a->average) {
+    case 0: total = (double)perf_allreduce_i64(x, x->rank == 0 ? ns : 0, CCL_SUM); break;
+    case 2: total = (double)perf_allreduce_i64(x, ns, CCL_MIN); break;
+    case 3: total = (double)perf_allreduce_i64(x, ns, CCL_MAX); break;
+    default: total = (double)perf_allreduce_i64(x, ns, CCL_SUM) / x->nranks; break;
+    }
+    return total / 1e9 / x->a->iters;
+}
+
+static void plan_data(struct perf_ctx *x, struct perf_data *d, ccl_redop_t op)
+{
+    perf_data_plan(d, x->dt, op, x->a->coll->reduces, x->nranks, x->seed);
+}
+
+/* Wrong elements over all ranks, or -1 with -c 0. */
+static int64_t check_calls(struct perf_ctx *x, ccl_redop_t op, int in_place)
+{
+    const struct perf_coll *c = x->a->coll;
+    int64_t wrong = -1;
+    for (int i = 0; i < x->a->check; i++) {
+        struct perf_data d;
+        x->seed++; /* fresh values, so a stale result cannot pass */
+        plan_data(x, &d, op);
+        c->fill(x, &d, in_place);
+        start_coll(x, op, in_place, 0);
+        complete(x);
+        wrong = perf_allreduce_i64(x, c->check(x, &d, in_place), CCL_SUM);
+        if (wrong)
+            break;
+    }
+    return wrong;
+}
+
+static void bench_time(struct perf_ctx *x, ccl_redop_t op, int in_place)
+{
+    const struct perf_coll *c = x->a->coll;
+    if (x->a->check) {
+        struct perf_data d;
+        plan_data(x, &d, op);
+        c->fill(x, &d, in_place);
+    }
+    run_iters(x, op, in_place, 1);
+    barrier(x);
+
+    int64_t t0 = now_ns();
+    run_iters(x, op, in_place, x->a->iters);
+    double sec = reduce_seconds(x, now_ns() - t0);
+
+    double algbw = (double)row_bytes(x) / 1e9 / sec;
+    double busbw = algbw * c->bus_factor(x->nranks);
+    int64_t wrong = check_calls(x, op, in_place);
+
+    print_result(x, sec, algbw, busbw, wrong);
+    x->bw_sum += busbw;
+    x->bw_count++;
+    x->errors += wrong > 0;
+}
+
+/* ---- one dtype and op ----------------------------------------------------- */
+
+enum probe { PROBE_OK, PROBE_SKIP_OP, PROBE_SKIP_DTYPE };
+
+/* A count-1 call tells whether this ccl runs the dtype/op at all; every rank
+ * gets the same answer since argument checks are local. Unsupported is fatal
+ * unless the dtype or op came from "all". An unsupported first op of a dtype
+ * (other than an invalid op) is taken to mean the dtype, so it gets one note
+ * rather than one per op. */
+static enum probe probe(struct perf_ctx *x, ccl_redop_t op, int skippable, int first_op)
+{
+    const struct perf_coll *c = x->a->coll;
+    ccl_result_t res = c->run(x->send, x->recv, 1, x->dt->id, op, x->a->root, x->comm, NULL);
+    if (res == CCL_SUCCESS)
+        return PROBE_OK;
+    int unsupported = res == CCL_ERR_UNSUPPORTED || res == CCL_ERR_INVALID_DTYPE ||
+                      res == CCL_ERR_INVALID_OP;
+    if (!unsupported || !skippable)
+        perf_die(x, c->run_name, res);
+    int whole = !c->reduces || (first_op && res != CCL_ERR_INVALID_OP);
+    PRINT("# skipping %s%s%s: %s: %s\n", x->dt->name, whole ? "" : " ",
+          whole ? "" : perf_op_names[op], ccl_get_error_string(res),
+          ccl_get_last_error(x->comm));
+    return whole ? PROBE_SKIP_DTYPE : PROBE_SKIP_OP;
+}
+
+static size_t next_size(const struct perf_args *a, size_t size)
+{
+    if (a->step_factor > 1)
+        return size ? size * a->step_factor : 1;
+    return size + a->step_bytes;
+}
+
+/* Warmup, then one row per size (nccl-tests' TimeTest). */
+static void time_test(struct perf_ctx *x, ccl_redop_t op)
+{
+    const struct perf_args *a = x->a;
+    barrier(x);
+    setup_size(x, a->max_bytes);
+    run_iters(x, op, 0, a->warmup);
+    setup_size(x, a->min_bytes);
+    run_iters(x, op, 0, a->warmup);
+
+    for (size_t size = a->min_bytes; size <= a->max_bytes;) {
+        setup_size(x, size);
+        print_row_head(x, op);
+        bench_time(x, op, 0);
+        bench_time(x, op, 1);
+        PRINT("\n");
+        size_t next = next_size(a, size);
+        if (next <= size)
+            break;
+        size = next;
+    }
+}
+
+/* Every requested op of one dtype; returns how many ran. */
+static int run_dtype(struct perf_ctx *x, const struct perf_dtype *dt)
+{
+    const struct perf_args *a = x->a;
+    int skippable = a->dtype == PERF_ALL || a->op == PERF_ALL, tried = 0, ran = 0;
+    x->dt = dt;
+    for (int op = 0; op < CCL_NUM_OPS; op++) {
+        int wanted = a->coll->reduces ? a->op == PERF_ALL || a->op == op : op == CCL_SUM;
+        if (!wanted)
+            continue;
+        enum probe p = probe(x, (ccl_redop_t)op, skippable, !tried++);
+        if (p == PROBE_SKIP_DTYPE)
+            break;
+        if (p == PROBE_OK) {
+            time_test(x, (ccl_redop_t)op);
+            ran++;
+        }
+    }
+    return ran;
+}
+
+int perf_bench(struct perf_ctx *x, const char *launch_desc, const struct perf_rank_info *ranks)
+{
+    const struct perf_args *a = x->a;
+    int ran = 0;
+    x->seed = 99;
+    print_header(x, launch_desc, ranks);
+    for (int t = 0; t < perf_num_dtypes; t++)
+        if (a->dtype == PERF_ALL || a->dtype == t)
+            ran += run_dtype(x, &perf_dtypes[t]);
+    print_footer(x);
+    if (!ran) {
+        if (x->rank == 0)
+            fprintf(stderr, "ccl-perf: nothing was run: this ccl supports none of the "
+                            "requested types/ops\n");
+        return EXIT_FAILURE;
+    }
+    return x->errors ? EXIT_FAILURE : EXIT_SUCCESS;
+}

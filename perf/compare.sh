@@ -1,0 +1,382 @@
+#!/usr/bin/env bash
+# compare.sh: ccl against Open MPI on this host, side by side, in one run.
+#
+# Runs ccl-perf, Open MPI (through build/bin/mpi-bench, which prints the same
+# nccl-tests table) and Open MPI with glibc's malloc hugetlb tunable, each
+# configuration R times, and prints markdown tables of the median per size:
+#
+#   - the single-thread memcpy ceiling (64 MiB and 4 MiB);
+#   - allreduce float32 sum, 2 ranks, 8 B .. 64 MiB;
+#   - allgather, 2 and 4 ranks, 1 MiB .. 64 MiB;
+#   - oversubscribed: 8-byte allreduce on 4 ranks, 64 MiB allreduce on 8
+#     ranks (time per call and wall time of the whole run).
+#
+# Repetitions are interleaved (every configuration once, then again) so that
+# load from other users of the machine spreads over all columns instead of
+# landing on one; the median then drops the odd disturbed run.
+#
+# usage: perf/compare.sh [-r R] [-q] [-o FILE] [-k DIR]
+#   -r R     repetitions per configuration, median reported (default 3)
+#   -q       quick smoke test: fewer sizes and iterations
+#   -o FILE  also write the markdown report to FILE
+#   -k DIR   keep every raw benchmark output in DIR
+# environment:
+#   BUILD        build folder (default build)
+#   CCL_PERF     ccl-perf binary (default $BUILD/bin/ccl-perf), run as
+#                "$CCL_PERF --np N <nccl-tests flags>"
+#   CCL_LAUNCH   replaces that launcher entirely; "{np}" in it becomes the
+#                rank count, e.g. to check this script against MPI alone:
+#                CCL_LAUNCH='mpirun --oversubscribe -np {np} build/bin/mpi-bench'
+#   ITERS WARMUP iterations and warm-up calls per size (default 20 and 5;
+#                quick: 5 and 2)
+#   CHECK        -c value given to both benchmarks (default 0: no data check,
+#                as the ccl command is specified)
+#   AVERAGE      -a value given to both: how a call's time is reduced over
+#                ranks (nccl-tests: 0 rank 0, 1 mean, 2 min, 3 max; default 3,
+#                the slowest rank, which is when the collective is done)
+#   MPIRUN       mpirun command (default mpirun)
+#   SM_BTL       Open MPI shared-memory BTL (default: vader, or sm where the
+#                installed Open MPI only has sm, as in 5.x)
+#   RUN_TIMEOUT  seconds before one benchmark run is killed (default 600)
+
+set -u -o pipefail
+
+R=3
+QUICK=0
+OUTFILE=
+KEEP=
+usage() { sed -n '/^# usage:/,/^# *RUN_TIMEOUT/s/^# \{0,1\}//p' "$0"; }
+while getopts "r:qo:k:h" opt; do
+    case $opt in
+    r) R=$OPTARG ;;
+    q) QUICK=1 ;;
+    o) OUTFILE=$OPTARG ;;
+    k) KEEP=$OPTARG ;;
+    h) usage; exit 0 ;;
+    *) usage >&2; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+if [ $# -ne 0 ] || ! [[ $R =~ ^[1-9][0-9]*$ ]]; then usage >&2; exit 2; fi
+
+die() { echo "compare.sh: $*" >&2; exit 2; }
+
+BUILD=${BUILD:-build}
+CCL_PERF=${CCL_PERF:-$BUILD/bin/ccl-perf}
+MPI_BENCH=$BUILD/bin/mpi-bench
+MEMCPY_BENCH=$BUILD/bin/memcpy-bench
+MPIRUN=${MPIRUN:-mpirun}
+RUN_TIMEOUT=${RUN_TIMEOUT:-600}
+CHECK=${CHECK:-0}
+AVERAGE=${AVERAGE:-3}
+if [ "$QUICK" = 1 ]; then
+    ITERS=${ITERS:-5}
+    WARMUP=${WARMUP:-2}
+else
+    ITERS=${ITERS:-20}
+    WARMUP=${WARMUP:-5}
+fi
+
+# Everything must be there before the first run: a comparison with a column
+# missing is not a comparison.
+if [ -n "${CCL_LAUNCH:-}" ]; then
+    read -r -a probe <<<"$CCL_LAUNCH"
+    command -v "${probe[0]}" >/dev/null 2>&1 || die "CCL_LAUNCH command not found: ${probe[0]}"
+else
+    [ -x "$CCL_PERF" ] || die "missing $CCL_PERF (build it: make BUILD=$BUILD perf, or set CCL_PERF)"
+    CCL_LAUNCH="$CCL_PERF --np {np}"
+fi
+[ -x "$MPI_BENCH" ] || die "missing $MPI_BENCH (needs mpicc; build it: make BUILD=$BUILD tools)"
+[ -x "$MEMCPY_BENCH" ] || die "missing $MEMCPY_BENCH (build it: make BUILD=$BUILD tools)"
+command -v "$MPIRUN" >/dev/null 2>&1 || die "missing $MPIRUN (Debian: apt-get install openmpi-bin libopenmpi-dev)"
+command -v timeout >/dev/null 2>&1 || die "missing timeout (coreutils)"
+
+if [ -z "${SM_BTL:-}" ]; then
+    if ompi_info 2>/dev/null | grep -q 'MCA btl: vader '; then SM_BTL=vader
+    elif ompi_info 2>/dev/null | grep -q 'MCA btl: sm '; then SM_BTL=sm
+    else die "cannot find Open MPI's shared-memory BTL with ompi_info; set SM_BTL"
+    fi
+fi
+# Open MPI refuses to start as root unless told twice.
+if [ "$(id -u)" = 0 ]; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
+HUGETLB=glibc.malloc.hugetlb=1
+MPIRUN_BASE="$MPIRUN --oversubscribe -np {np} --mca pml ob1 --mca btl self,$SM_BTL"
+
+# Size ranges "min:max:factor[:iters:warmup]", one benchmark invocation each;
+# a section's ranges are merged by size. Small sizes get their own
+# invocation with many more iterations: a call of a microsecond or so timed
+# 20 times is dominated by one scheduler hiccup (seen: 5 us against 0.6 us
+# steady state for Open MPI's 8-byte allreduce). A 64 MiB call on 8 ranks
+# takes 0.1 to 1 s, so 5 calls time it well and 20 would take minutes.
+# Quick mode keeps the sizes the report quotes (8 B, 4 MiB, 64 MiB).
+if [ "$QUICK" = 1 ]; then
+    SMALL_ITERS=${SMALL_ITERS:-200}
+    SMALL_WARMUP=${SMALL_WARMUP:-20}
+    AR_RANGES="8:8:2:$SMALL_ITERS:$SMALL_WARMUP 4M:64M:16"
+    AG_RANGES="1M:64M:8"
+    OS8_RANGE="64M:64M:2:1:1"
+else
+    SMALL_ITERS=${SMALL_ITERS:-1000}
+    SMALL_WARMUP=${SMALL_WARMUP:-100}
+    AR_RANGES="8:32K:2:$SMALL_ITERS:$SMALL_WARMUP 64K:64M:2"
+    AG_RANGES="1M:64M:2"
+    OS8_RANGE="64M:64M:2:5:2"
+fi
+
+# Sections: id|title|ranks|collective|ranges|kind (sweep: busbw per size;
+# oversub: time per call and wall time).
+SECTIONS=(
+    "ar2|allreduce float32 sum, 2 ranks|2|allreduce|$AR_RANGES|sweep"
+    "ag2|allgather float32, 2 ranks|2|allgather|$AG_RANGES|sweep"
+    "ag4|allgather float32, 4 ranks|4|allgather|$AG_RANGES|sweep"
+    "os4|oversubscribed: 8 B allreduce, 4 ranks on $(nproc) cores|4|allreduce|8:8:2:$SMALL_ITERS:$SMALL_WARMUP|oversub"
+    "os8|oversubscribed: 64 MiB allreduce, 8 ranks on $(nproc) cores|8|allreduce|$OS8_RANGE|oversub"
+)
+CONFIGS="ccl ompi ompih"
+
+# The command line of one configuration, with {np} filled in.
+build_cmd() { # config np coll min:max:factor[:iters:warmup]
+    local cfg=$1 np=$2 coll=$3 b e f n w launch
+    IFS=: read -r b e f n w <<<"$4"
+    case $cfg in
+    ccl) launch=$CCL_LAUNCH ;;
+    ompi) launch="$MPIRUN_BASE $MPI_BENCH" ;;
+    ompih) launch="$MPIRUN_BASE -x GLIBC_TUNABLES=$HUGETLB $MPI_BENCH" ;;
+    esac
+    printf '%s -C %s -d float -o sum -b %s -e %s -f %s -n %s -w %s -c %s -a %s' \
+        "${launch//\{np\}/$np}" "$coll" "$b" "$e" "$f" "${n:-$ITERS}" "${w:-$WARMUP}" "$CHECK" "$AVERAGE"
+}
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ccl-compare.XXXXXX") || die "cannot make a temporary folder"
+trap 'rm -rf "$WORK"' EXIT
+if [ -n "$KEEP" ]; then mkdir -p "$KEEP" || die "cannot create $KEEP"; fi
+RAW=${KEEP:-$WORK}
+FAILED=0
+
+# Runs one benchmark: output to $RAW/<tag>.out, then one line per result
+# row appended to $WORK/rows: "tag-prefix size time_us busbw wrong wall_s".
+run_one() { # tag command...
+    local tag=$1; shift
+    local out=$RAW/$tag.out t0 t1 rc
+    t0=$(date +%s.%N)
+    timeout -k 10 "$RUN_TIMEOUT" "$@" >"$out" 2>&1
+    rc=$?
+    t1=$(date +%s.%N)
+    # A failed run still gives its rows when it printed any (a run that
+    # found wrong results exits non-zero after its table).
+    if [ $rc -ne 0 ]; then
+        FAILED=1
+        {
+            echo "compare.sh: run failed (exit $rc$([ $rc = 124 ] && echo ", timed out after ${RUN_TIMEOUT}s")): $*"
+            tail -n 15 "$out" | sed 's/^/    /'
+        } >&2
+    fi
+    awk -v tag="$tag" -v t0="$t0" -v t1="$t1" '
+        # nccl-tests row: size count type redop root, then time algbw busbw
+        # #wrong for out-of-place; only out-of-place is compared.
+        $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 9 {
+            print tag, $1, $6, $8, $9, t1 - t0; n++
+        }
+        END { if (!n) { print "compare.sh: no result rows in " FILENAME > "/dev/stderr"; exit 1 } }
+    ' "$out" >>"$WORK/rows" || FAILED=1
+}
+
+LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "compare.sh: $R repetition(s), ${ITERS} iterations and ${WARMUP} warm-up calls per size; raw output in $RAW" >&2
+
+# Commands, printed once in the report exactly as run.
+CMDS=$WORK/commands
+{
+    echo "$MEMCPY_BENCH -s 64M -s 4M"
+    for s in "${SECTIONS[@]}"; do
+        IFS="|" read -r id _ np coll ranges _ <<<"$s"
+        for cfg in $CONFIGS; do
+            for rg in $ranges; do
+                build_cmd "$cfg" "$np" "$coll" "$rg"
+                echo
+            done
+        done
+    done
+} >"$CMDS"
+
+: >"$WORK/rows"
+for ((rep = 1; rep <= R; rep++)); do
+    echo "compare.sh: repetition $rep of $R" >&2
+    if "$MEMCPY_BENCH" -s 64M -s 4M >"$RAW/memcpy.$rep.out" 2>&1; then
+        awk '$1 == "memcpy" { print "memcpy.x.x", $2, 0, $3, 0, 0 }' "$RAW/memcpy.$rep.out" >>"$WORK/rows"
+    else
+        FAILED=1
+        echo "compare.sh: memcpy-bench failed" >&2
+    fi
+    for s in "${SECTIONS[@]}"; do
+        IFS="|" read -r id _ np coll ranges _ <<<"$s"
+        for cfg in $CONFIGS; do
+            i=0
+            for rg in $ranges; do
+                read -r -a cmd <<<"$(build_cmd "$cfg" "$np" "$coll" "$rg")"
+                echo "compare.sh:   $id $cfg $rg" >&2
+                run_one "$id.$cfg.$i.$rep" "${cmd[@]}"
+                i=$((i + 1))
+            done
+        done
+    done
+done
+
+# Medians over repetitions, then the report. Tags are section.config.range.rep;
+# a size is keyed by section and config, whichever range produced it.
+printf '%s\n' "${SECTIONS[@]}" >"$WORK/sections"
+
+report() {
+    echo "# ccl vs Open MPI on $(hostname)"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores; $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo);" \
+        "$(ompi_info 2>/dev/null | awk -F': *' '/Open MPI:/ { print "Open MPI " $2; exit }');" \
+        "$(ldd --version 2>/dev/null | awk 'NR == 1 { print "glibc " $NF }');" \
+        "THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)."
+    echo "Load average when started: $LOADAVG."
+    echo "Median of $R run(s) per configuration; per size $ITERS timed iterations after $WARMUP warm-up calls,"
+    echo "small sizes $SMALL_ITERS after $SMALL_WARMUP, the 8-rank 64 MiB case as in its command."
+    echo "ompi = Open MPI (pml ob1, btl self,$SM_BTL) through mpi-bench on malloc'd buffers;"
+    echo "ompi+huge = the same with GLIBC_TUNABLES=$HUGETLB (malloc asks for transparent huge pages)."
+    echo "Time per call: $(awk -v a="$AVERAGE" 'BEGIN { split("rank 0|mean|min|max", n, "|"); print n[a + 1] }') over ranks (-a $AVERAGE)."
+    echo "busbw in GB/s (nccl-tests convention), times in us, out-of-place. Ratios, from the times:"
+    echo "busbw ccl / best ompi (above 1: ccl faster), time ccl / best ompi (below 1: ccl faster)."
+    echo
+    echo "Commands:"
+    echo
+    echo '```sh'
+    [ "$(id -u)" = 0 ] && echo "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+    cat "$CMDS"
+    echo '```'
+    echo
+    awk -v R="$R" '
+        function median(list,    v, n, i, j, t) {
+            n = split(list, v, " ")
+            for (i = 2; i <= n; i++) {          # insertion sort: mawk has no asort
+                t = v[i] + 0
+                for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]
+                v[j + 1] = t
+            }
+            if (n == 0) return ""
+            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+        }
+        function human(b) {
+            if (b >= 1048576 && b % 1048576 == 0) return b / 1048576 " MiB"
+            if (b >= 1024 && b % 1024 == 0) return b / 1024 " KiB"
+            return b " B"
+        }
+        function fmt(x, p) { return x == "" ? "-" : sprintf("%." p "f", x) }
+        # Times as nccl-tests prints them: fewer decimals as they grow.
+        function fmt_t(x) {
+            if (x == "") return "-"
+            return sprintf(x >= 10000 ? "%.0f" : x >= 100 ? "%.1f" : "%.2f", x)
+        }
+        function cell(sec, cfg, size, what,    x) {
+            x = med[sec, cfg, size, what]
+            return what == "t" ? fmt_t(x) : fmt(x, 2)
+        }
+        # Best of the two Open MPI columns: the lower time (so the higher
+        # busbw). Ratios come from times, which carry more digits than the
+        # two-decimal busbw of an 8-byte call; for one size and collective
+        # busbw ratio = inverse time ratio.
+        function best_t(sec, size,    a, b) {
+            a = med[sec, "ompi", size, "t"]; b = med[sec, "ompih", size, "t"]
+            if (a == "") return b
+            if (b == "") return a
+            return a + 0 < b + 0 ? a : b
+        }
+        function best_bw(sec, size,    a, b) {
+            a = med[sec, "ompi", size, "bw"]; b = med[sec, "ompih", size, "bw"]
+            if (a == "") return b
+            if (b == "") return a
+            return a + 0 > b + 0 ? a : b
+        }
+        function ratio(x, y) { return (x == "" || y == "" || y + 0 == 0) ? "-" : sprintf("%.2f", x / y) }
+        FILENAME ~ /sections$/ { nsec++; split($0, f, "|"); sid[nsec] = f[1]; stitle[nsec] = f[2]; skind[nsec] = f[6]; next }
+        {
+            split($1, tg, "."); sec = tg[1]; cfg = tg[2]
+            k = sec SUBSEP cfg SUBSEP $2
+            L[k, "t"] = L[k, "t"] " " $3; L[k, "bw"] = L[k, "bw"] " " $4; L[k, "wall"] = L[k, "wall"] " " $6
+            if ($5 != "N/A" && $5 + 0 != 0) wrong[sec " " cfg " " $2] = $5
+            if (!((sec, $2) in seen)) { seen[sec, $2] = 1; sizes[sec] = sizes[sec] " " $2 }
+        }
+        END {
+            for (k in L) med[k] = median(L[k])
+            # Run-to-run spread of each cell: slowest over fastest time.
+            for (k in L) {
+                split(k, kk, SUBSEP)
+                if (kk[4] != "t" || (n = split(L[k], v, " ")) < 2) continue
+                lo = hi = v[1] + 0
+                for (i = 2; i <= n; i++) { if (v[i] + 0 < lo) lo = v[i] + 0; if (v[i] + 0 > hi) hi = v[i] + 0 }
+                if (lo > 0 && hi / lo > spread[kk[1]]) { spread[kk[1]] = hi / lo; spread_at[kk[1]] = kk[2] " at " human(kk[3]) }
+            }
+            m64 = med["memcpy", "x", 67108864, "bw"]; m4 = med["memcpy", "x", 4194304, "bw"]
+            print "## memcpy ceiling (single thread, GB/s counts bytes copied)"
+            print ""
+            print "| size | memcpy GB/s |"
+            print "|---:|---:|"
+            print "| 64 MiB | " fmt(m64, 2) " |"
+            print "| 4 MiB | " fmt(m4, 2) " |"
+            print ""
+            for (s = 1; s <= nsec; s++) {
+                sec = sid[s]
+                print "## " stitle[s]
+                print ""
+                n = split(sizes[sec], sz, " ")
+                for (i = 2; i <= n; i++) {      # sizes ascending
+                    t = sz[i] + 0
+                    for (j = i - 1; j >= 1 && sz[j] + 0 > t; j--) sz[j + 1] = sz[j]
+                    sz[j + 1] = t
+                }
+                if (R > 1 && sec in spread)
+                    printf "Run-to-run spread: at most %.2fx between the slowest and fastest of %d runs (%s).\n\n",
+                        spread[sec], R, spread_at[sec]
+                if (skind[s] == "sweep") {
+                    print "| size | ccl busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl us | ompi us | ompi+huge us | time ccl / best ompi |"
+                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                    for (i = 1; i <= n; i++) {
+                        z = sz[i]
+                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
+                            cell(sec, "ccl", z, "bw"), cell(sec, "ompi", z, "bw"), cell(sec, "ompih", z, "bw"),
+                            ratio(best_t(sec, z), med[sec, "ccl", z, "t"]),
+                            cell(sec, "ccl", z, "t"), cell(sec, "ompi", z, "t"), cell(sec, "ompih", z, "t"),
+                            ratio(med[sec, "ccl", z, "t"], best_t(sec, z))
+                    }
+                    print ""
+                    c = med[sec, "ccl", 67108864, "bw"]; o = best_bw(sec, 67108864)
+                    if (m64 != "" && c != "")
+                        printf "ccl busbw at 64 MiB = %.0f%% of memcpy (%.2f of %.2f GB/s); best ompi = %s\n\n",
+                            100 * c / m64, c, m64, o == "" ? "-" : sprintf("%.0f%%", 100 * o / m64)
+                } else {
+                    print "| size | ccl us/call | ompi us/call | ompi+huge us/call | time ccl / best ompi | ccl wall s | ompi wall s | ompi+huge wall s |"
+                    print "|---:|---:|---:|---:|---:|---:|---:|---:|"
+                    for (i = 1; i <= n; i++) {
+                        z = sz[i]
+                        printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
+                            cell(sec, "ccl", z, "t"), cell(sec, "ompi", z, "t"), cell(sec, "ompih", z, "t"),
+                            ratio(med[sec, "ccl", z, "t"], best_t(sec, z)),
+                            cell(sec, "ccl", z, "wall"), cell(sec, "ompi", z, "wall"), cell(sec, "ompih", z, "wall")
+                    }
+                    print ""
+                    print "wall s = the whole benchmark invocation (start-up, warm-up, in-place pass included)."
+                    print ""
+                }
+            }
+            for (w in wrong) { print "**wrong results**: " w " (" wrong[w] " elements)"; bad = 1 }
+            if (bad) print ""
+        }
+    ' "$WORK/sections" "$WORK/rows"
+    if [ "$FAILED" = 1 ]; then
+        echo "**Some runs failed** (messages on stderr); a cell they did not fill shows \"-\"."
+    fi
+}
+
+if [ -n "$OUTFILE" ]; then
+    report | tee "$OUTFILE"
+else
+    report
+fi
+[ "$FAILED" = 0 ]
