@@ -30,7 +30,7 @@ SOMAJOR := 0
 VERSION := 0.1.0
 
 CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wshadow -Wno-unused-parameter \
-               -fPIC -pthread -Iinclude -Isrc -MMD -MP -fvisibility=hidden
+               -fPIC -pthread -Iinclude -Isrc -fvisibility=hidden
 ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS_SAN := -fsanitize=$(SANITIZE)
@@ -73,7 +73,7 @@ lib: $(LIB_SO) $(LIB_A)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(LIB_SO): $(LIB_OBJ)
 	@mkdir -p $(dir $@)

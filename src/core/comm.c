@@ -55,10 +55,10 @@ static ccl_result_t comm_agree_fifo(struct ccl_comm *comm)
 {
     ccl_result_t res = CCL_SUCCESS;
     int64_t buffsize = param_int(PARAM_BUFFSIZE), nslots = param_int(PARAM_NSLOTS);
-    if (nslots < 2 || nslots > 1024 || buffsize < 4096 * nslots)
+    if (nslots < 2 || nslots > SHM_MAX_SLOTS || buffsize < 4096 * nslots)
         return err_set(CCL_ERR_INVALID_ARGUMENT,
-                       "CCL_BUFFSIZE=%lld / CCL_NSLOTS=%lld: need 2..1024 slots of at least 4 KiB",
-                       (long long)buffsize, (long long)nslots);
+                       "CCL_BUFFSIZE=%lld / CCL_NSLOTS=%lld: need 2..%d slots of at least 4 KiB",
+                       (long long)buffsize, (long long)nslots, SHM_MAX_SLOTS);
     int64_t *all = calloc((size_t)comm->nranks * 2, sizeof *all);
     if (!all)
         return err_set(CCL_ERR_SYSTEM, "out of memory");
@@ -82,6 +82,7 @@ out:
 static void comm_free(struct ccl_comm *comm)
 {
     connect_close(comm);
+    shm_peer_cache_close(&comm->peer_maps);
     bs_close(&comm->bs);
     sched_free(&comm->sched);
     free(comm->scratch);
@@ -121,6 +122,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", comm->slot_size);
     memset(comm->scratch, 0, comm->slot_size);
     comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
+    comm->single_copy_threshold = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
     LOG_INFO(SUB_INIT, "rank %d/%d ready: %d local ranks, %u slots of %zu bytes, spin %d",
              comm->rank, comm->nranks, comm->nlocal, comm->nslots, comm->slot_size, comm->spin);
 out:

@@ -30,6 +30,8 @@ struct ccl_comm {
     int spin, yield;         /* wait policy (us), from the local rank count */
     void *scratch;           /* slot_size bytes for reductions that stream out */
     size_t stream_threshold; /* results this large are written non-temporally */
+    size_t single_copy_threshold; /* messages this large may go by reference */
+    shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 
     pthread_mutex_t exec_lock; /* one collective at a time per comm */
     sched_t sched;             /* reused schedule storage, under exec_lock */

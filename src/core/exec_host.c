@@ -9,6 +9,7 @@
  */
 #include "core/comm.h"
 #include "core/err.h"
+#include "core/mem.h"
 #include "device/copy.h"
 #include "device/reduce.h"
 
@@ -66,6 +67,11 @@ typedef struct {
     size_t esz;
     int stream_out;  /* write final results with non-temporal stores */
     void *scratch;   /* one slot of cache-resident scratch */
+    /* Single copy: data that lies in a registered user buffer is sent as a
+     * reference the peer reads in place, instead of copied into the slot. */
+    int send_reg, recv_reg;
+    mem_ref_t send_ref, recv_ref;
+    int sent_refs;   /* the call must drain its sends before returning */
 } exec_ctx_t;
 
 static char *exec_buf(const coll_args_t *a, int which, size_t off_elems, size_t esz)
@@ -76,7 +82,8 @@ static char *exec_buf(const coll_args_t *a, int which, size_t off_elems, size_t 
 
 /* One slice of a step that moves data through connections. With
  * `stream_out` (large results) the final write to the user's buffer is a
- * non-temporal copy from a cache-resident slot or scratch buffer. */
+ * non-temporal copy from a cache-resident slot or scratch buffer. out is
+ * NULL when the outgoing data goes by reference: then only dst is written. */
 static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *in, void *out,
                        const char *src, char *dst, size_t nbytes)
 {
@@ -86,7 +93,8 @@ static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *
     int nranks = x->comm->nranks;
     switch (st->action) {
     case SCHED_SEND:
-        memcpy(out, src, nbytes);
+        if (out)
+            memcpy(out, src, nbytes);
         break;
     case SCHED_RECV:
         if (x->stream_out)
@@ -98,6 +106,7 @@ static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *
         dev_reduce(a->dtype, a->op, out, NULL, in, src, n);
         break;
     case SCHED_RECV_REDUCE_COPY:
+    reduce_copy:
         if (x->stream_out) {
             dev_reduce(a->dtype, a->op, x->scratch, NULL, in, src, n);
             if (post)
@@ -110,13 +119,16 @@ static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *
         }
         break;
     case SCHED_RECV_COPY_SEND:
-        memcpy(out, in, nbytes);
+        if (out)
+            memcpy(out, in, nbytes);
         if (x->stream_out)
             dev_copy_stream(dst, in, nbytes);
         else
             memcpy(dst, in, nbytes);
         break;
     case SCHED_RECV_REDUCE_COPY_SEND:
+        if (!out)
+            goto reduce_copy;
         if (x->stream_out || post) {
             /* Reduce into the slot (cache-resident), finish there, then
              * keep a copy: what we keep is exactly what we send on. */
@@ -180,11 +192,41 @@ static ccl_result_t exec_step_slice(const exec_ctx_t *x, const sched_step_t *st,
         wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
         CCL_TRY(shm_send_wait(sc, &pol, &out));
     }
-    exec_slice(st, x, in, out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
+    if (rc && shm_recv_is_ref(rc)) {
+        shm_ref_t ref;
+        memcpy(&ref, in, sizeof ref);
+        if (ref.len != nbytes)
+            CCL_FAIL(CCL_ERR_REMOTE, "rank %d sent a %llu-byte reference where %zu bytes were due",
+                     st->recv_peer, (unsigned long long)ref.len, nbytes);
+        CCL_TRY(shm_peer_read(&comm->peer_maps, (pid_t)comm->bs.peers[st->recv_peer].pid, &ref, x->scratch, &in));
+    }
+    /* The outgoing data lies in a user buffer for SEND (src) and for the
+     * steps that also keep what they send (dst); only there can it go by
+     * reference. */
+    const char *ref_data = NULL;
+    const mem_ref_t *ref_buf = NULL;
+    if (sc && st->action == SCHED_SEND) {
+        ref_data = src + off;
+        ref_buf = st->src_buf == SCHED_BUF_SEND ? (x->send_reg ? &x->send_ref : NULL) : (x->recv_reg ? &x->recv_ref : NULL);
+    } else if (sc && (st->action == SCHED_RECV_COPY_SEND || st->action == SCHED_RECV_REDUCE_COPY_SEND)) {
+        ref_data = dst + off;
+        ref_buf = x->recv_reg ? &x->recv_ref : NULL;
+    }
+    const char *ref_base = ref_buf == &x->send_ref ? (const char *)a->sendbuf : (const char *)a->recvbuf;
+    exec_slice(st, x, in, ref_buf ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc)
         shm_recv_done(rc);
-    if (sc)
-        shm_send_post(sc);
+    if (sc && ref_buf) {
+        if (x->stream_out)
+            dev_copy_fence(); /* streamed stores visible before the peer reads them */
+        shm_ref_t ref = {SHM_REF_MAGIC, ref_buf->fd, ref_buf->id, ref_buf->alloc_len,
+                         ref_buf->offset + (uint64_t)(ref_data - ref_base), nbytes, (uint64_t)(uintptr_t)ref_data};
+        memcpy(out, &ref, sizeof ref);
+        shm_send_post(sc, SHM_SLOT_REF);
+        ((exec_ctx_t *)x)->sent_refs = 1;
+    } else if (sc) {
+        shm_send_post(sc, SHM_SLOT_DATA);
+    }
 out:
     return res;
 }
@@ -192,9 +234,14 @@ out:
 ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const coll_args_t *args)
 {
     ccl_result_t res = CCL_SUCCESS;
-    exec_ctx_t x = {comm, args, dev_dtype_size(args->dtype), 0, comm->scratch};
+    exec_ctx_t x = {.comm = comm, .args = args, .esz = dev_dtype_size(args->dtype), .scratch = comm->scratch};
     size_t recv_bytes = args->count * x.esz * (args->coll == SCHED_ALLGATHER ? (size_t)comm->nranks : 1);
     x.stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
+    size_t send_bytes = args->count * x.esz;
+    if (comm->single_copy_threshold > 0 && send_bytes >= comm->single_copy_threshold) {
+        x.send_reg = mem_find(args->sendbuf, send_bytes, &x.send_ref);
+        x.recv_reg = mem_find(args->recvbuf, recv_bytes, &x.recv_ref);
+    }
     size_t rounds = sched_rounds(sched, x.esz, comm->slot_size);
     for (size_t k = 0; k < rounds; k++) {
         for (int i = 0; i < sched->nsteps; i++) {
@@ -207,6 +254,17 @@ ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const co
                 goto out;
             }
         }
+    }
+    /* Peers may still be reading our buffers through references: the call
+     * is complete only when they have consumed every slot we sent. */
+    for (int p = 0; x.sent_refs && p < comm->nranks; p++) {
+        if (!comm->send_conns[p].fifo)
+            continue;
+        exec_wait_ctx_t ctx = {comm, p, "send to"};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+        res = shm_send_drain(&comm->send_conns[p], &pol);
+        if (res != CCL_SUCCESS)
+            goto out;
     }
 out:
     if (x.stream_out)

@@ -32,9 +32,13 @@ struct shm_fifo {
     _Atomic uint32_t head;
     _Atomic uint32_t head_waiters;
     char pad2[SHM_LINE - 8];
+    /* Per slot: SHM_SLOT_DATA or SHM_SLOT_REF, written by the sender before
+     * it publishes tail. Lives in the header page, after the counters. */
+    uint32_t kind[];
 };
 
 _Static_assert(sizeof(struct shm_fifo) == 3 * SHM_LINE, "shm_fifo header layout");
+_Static_assert(3 * SHM_LINE + SHM_MAX_SLOTS * sizeof(uint32_t) <= 4096, "slot kinds fit the header page");
 
 static size_t shm_map_len(uint32_t nslots, size_t slot_size, size_t *slots_offset)
 {
@@ -112,7 +116,7 @@ ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name)
     shm_fifo_t *f = map;
     size_t slots_offset = 0;
     /* Never trust the header's sizes beyond what is really mapped. */
-    if (f->magic != SHM_MAGIC || f->nslots == 0 || f->slot_size == 0 ||
+    if (f->magic != SHM_MAGIC || f->nslots == 0 || f->nslots > SHM_MAX_SLOTS || f->slot_size < sizeof(shm_ref_t) ||
         shm_map_len(f->nslots, f->slot_size, &slots_offset) != (size_t)st.st_size) {
         munmap(map, (size_t)st.st_size);
         CCL_FAIL(CCL_ERR_REMOTE, "peer segment %s has a corrupt header", name);
@@ -211,9 +215,15 @@ ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void *
     return CCL_SUCCESS;
 }
 
-void shm_send_post(shm_conn_t *conn)
+int shm_recv_is_ref(const shm_conn_t *conn)
+{
+    return conn->fifo->kind[conn->pos % conn->nslots] == SHM_SLOT_REF;
+}
+
+void shm_send_post(shm_conn_t *conn, int kind)
 {
     shm_fifo_t *f = conn->fifo;
+    f->kind[conn->pos % conn->nslots] = (uint32_t)kind;
     conn->pos++;
     atomic_store_explicit(&f->tail, conn->pos, memory_order_release);
     wait_wake(&f->tail, &f->tail_waiters);

@@ -15,6 +15,7 @@
 
 #include "ccl.h"
 #include "core/wait.h"
+#include "transport/shm_peer.h"
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -22,6 +23,11 @@
 #include <sys/types.h>
 
 #define SHM_NAME_MAX 48
+#define SHM_MAX_SLOTS 512
+
+/* What a slot holds: the data itself, or a shm_ref_t naming where the data
+ * lies in the sender's registered buffer (single copy, shm_peer.h). */
+enum { SHM_SLOT_DATA = 0, SHM_SLOT_REF = 1 };
 
 typedef struct shm_fifo shm_fifo_t;
 
@@ -51,7 +57,10 @@ void shm_conn_close(shm_conn_t *conn);
 ccl_result_t shm_recv_wait(shm_conn_t *conn, const wait_policy_t *policy, const void **slot);
 void shm_recv_done(shm_conn_t *conn);
 ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void **slot);
-void shm_send_post(shm_conn_t *conn);
+/* Publishes the slot from shm_send_wait; kind is SHM_SLOT_DATA or _REF. */
+void shm_send_post(shm_conn_t *conn, int kind);
+/* Whether the slot from shm_recv_wait holds a reference. */
+int shm_recv_is_ref(const shm_conn_t *conn);
 /* Sender side: waits until the receiver consumed everything posted. */
 ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy);
 
