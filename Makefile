@@ -6,7 +6,7 @@
 #   make install PREFIX=/usr/local
 #   make clean
 #   make MPI=1           ccl-perf shares the unique id through MPI when run under mpirun
-#   make SANITIZE=address   build everything with AddressSanitizer
+#   make SANITIZE=address   build everything with AddressSanitizer (in build/address)
 #
 # Sources are discovered by folder, so adding a file needs no edit here:
 #   src/<layer>/*.c        -> the library
@@ -19,12 +19,14 @@
 #   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
 
 PREFIX   ?= /usr/local
-BUILD    ?= build
+SANITIZE ?=
+MPI      ?= 0
+# Builds with other flags get their own folder, so switching never reuses
+# objects compiled differently.
+BUILD    ?= build$(if $(SANITIZE),/$(SANITIZE))$(if $(filter 1,$(MPI)),/mpi)
 CC       ?= cc
 MPICC    ?= mpicc
 OPT      ?= -O3
-SANITIZE ?=
-MPI      ?= 0
 
 SOMAJOR := 0
 VERSION := 0.1.0
@@ -65,7 +67,7 @@ TEST_HELPERS := $(sort $(wildcard tests/common/*.c))
 HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 HAVE_CMOCKA := $(shell printf '\#include <stdarg.h>\n\#include <stddef.h>\n\#include <setjmp.h>\n\#include <cmocka.h>\nint main(void){return 0;}' | $(CC) -x c - -lcmocka -o /dev/null 2>/dev/null && echo 1)
 
-.PHONY: all lib perf tools tests run test install clean deps check-deps
+.PHONY: all lib perf tools tests run test run-tests install clean deps
 
 all: lib perf tools
 
@@ -101,7 +103,7 @@ $(BUILD)/bin/mpi-bench: perf/mpi_bench.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -o $@ $< $(LDLIBS)
 
-tests: lib $(UNIT_BIN) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
+tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
@@ -117,15 +119,22 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB_A) $(TEST_HELPERS)
 	$(MPICC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
 
 # Installs missing Debian packages when root, or names them otherwise.
+# Dependencies first, then a fresh make, so HAVE_MPICC / HAVE_CMOCKA see
+# what deps.sh just installed.
 deps:
-	@scripts/deps.sh
+	@bash scripts/deps.sh
 
-run: deps all
+run: deps
+	@$(MAKE) --no-print-directory all
 	$(PERF_BIN) -b 8 -e 64M -f 4 -c 1 -C allreduce
 	$(PERF_BIN) -b 8 -e 64M -f 4 -c 1 -C allgather
 
-test: deps all tests
-	@BUILD=$(BUILD) HAVE_MPICC=$(HAVE_MPICC) tests/run_all.sh
+test: deps
+	@$(MAKE) --no-print-directory all tests
+	@$(MAKE) --no-print-directory run-tests
+
+run-tests:
+	@BUILD=$(BUILD) HAVE_MPICC=$(HAVE_MPICC) HAVE_CMOCKA=$(HAVE_CMOCKA) tests/run_all.sh
 
 install: lib perf
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

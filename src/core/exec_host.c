@@ -42,21 +42,32 @@ static int exec_pid_dead(pid_t pid)
     return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
+/* Runs while a wait sleeps. peer < 0: the wait depends on every rank (the
+ * one-shot board), so every local peer's liveness is checked. */
 static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
 {
     exec_wait_ctx_t *c = arg;
     struct ccl_comm *comm = c->comm;
-    const bs_peer_t *p = &comm->bs.peers[c->peer];
     if (atomic_load(&comm->aborted))
-        return err_set(CCL_ERR_ABORTED, "communicator aborted while waiting to %s rank %d", c->what, c->peer);
-    if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid))
-        return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
-                       c->peer, (int)p->pid, p->hostname, c->what);
-    if (waited_ns > comm->bs.timeout_ns)
+        return err_set(CCL_ERR_ABORTED, "communicator aborted while waiting to %s %s", c->what,
+                       c->peer >= 0 ? "a peer" : "all ranks");
+    int first = c->peer >= 0 ? c->peer : 0, last = c->peer >= 0 ? c->peer : comm->nranks - 1;
+    for (int q = first; q <= last; q++) {
+        const bs_peer_t *p = &comm->bs.peers[q];
+        if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid))
+            return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
+                           q, (int)p->pid, p->hostname, c->what);
+    }
+    if (waited_ns > comm->bs.timeout_ns) {
+        if (c->peer < 0)
+            return err_set(CCL_ERR_TIMEOUT, "no progress for %llu s (CCL_TIMEOUT) while we waited to %s all ranks",
+                           (unsigned long long)(waited_ns / 1000000000ull), c->what);
+        const bs_peer_t *p = &comm->bs.peers[c->peer];
         return err_set(CCL_ERR_TIMEOUT, "rank %d (pid %d on %s) made no progress for %llu s (CCL_TIMEOUT) "
                        "while we waited to %s it",
                        c->peer, (int)p->pid, p->hostname,
                        (unsigned long long)(waited_ns / 1000000000ull), c->what);
+    }
     return CCL_SUCCESS;
 }
 
@@ -277,7 +288,7 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
     size_t esz = dev_dtype_size(a->dtype), bytes = a->count * esz;
     int n = comm->nranks;
     const char *bank = NULL;
-    exec_wait_ctx_t ctx = {comm, (comm->rank + 1) % n, "exchange with"};
+    exec_wait_ctx_t ctx = {comm, -1, "exchange with"};
     wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
     if (bytes == 0)
         return CCL_SUCCESS;
