@@ -15,7 +15,8 @@ ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out)
 {
     out->nsteps = 0;
     if (op->coll != SCHED_ALLREDUCE || op->nranks != 2)
-        return err_set(CCL_ERR_INTERNAL, "direct: only allreduce on 2 ranks (got %d ranks)", op->nranks);
+        return err_set(CCL_ERR_INTERNAL, "direct: only allreduce on exactly 2 ranks (got %s on %d ranks)",
+                       op->coll == SCHED_ALLREDUCE ? "allreduce" : "allgather", op->nranks);
     ccl_result_t res = sched_reserve(out, 2);
     if (res != CCL_SUCCESS)
         return res;

@@ -86,7 +86,7 @@ size_t sched_rounds(const sched_t *s, size_t elem_size, size_t slot_bytes);
 /* Algorithms. Each fills `out` (reset first) for op->rank. */
 ccl_result_t ring_schedule(const sched_op_t *op, sched_t *out);
 /* One-shot for 2 ranks: each sends everything and reduces what it receives.
- * Only allreduce with nranks <= 2. */
+ * Only allreduce with exactly 2 ranks. */
 ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out);
 
 #endif

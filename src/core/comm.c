@@ -260,8 +260,11 @@ CCL_API ccl_result_t ccl_comm_count(ccl_comm_t comm, int *count)
     err_clear();
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_count: comm is NULL or destroyed");
-    if (!count)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_count: count is NULL");
+    if (!count) {
+        err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_count: count is NULL");
+        comm_record_error(comm);
+        return CCL_ERR_INVALID_ARGUMENT;
+    }
     *count = comm->nranks;
     return CCL_SUCCESS;
 }
@@ -271,8 +274,11 @@ CCL_API ccl_result_t ccl_comm_user_rank(ccl_comm_t comm, int *rank)
     err_clear();
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_user_rank: comm is NULL or destroyed");
-    if (!rank)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_user_rank: rank is NULL");
+    if (!rank) {
+        err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_user_rank: rank is NULL");
+        comm_record_error(comm);
+        return CCL_ERR_INVALID_ARGUMENT;
+    }
     *rank = comm->rank;
     return CCL_SUCCESS;
 }

@@ -24,7 +24,9 @@
     DEV_FN T dev_prod_##name(T a, T b) { return (T)((U)a * (U)b); }             \
     DEV_FN T dev_max_##name(T a, T b) { return a > b ? a : b; }                 \
     DEV_FN T dev_min_##name(T a, T b) { return a < b ? a : b; }                 \
-    DEV_FN T dev_div_##name(T a, int n) { return (T)(a / (T)n); }
+    /* Divide in the promoted type: n converted to an 8-bit T would wrap at \
+     * 128/256 ranks (and divide by zero at 256). */                          \
+    DEV_FN T dev_div_##name(T a, int n) { return (T)(a / n); }
 
 DEV_DEFINE_OPS(i8, int8_t, uint8_t)
 DEV_DEFINE_OPS(u8, uint8_t, uint8_t)

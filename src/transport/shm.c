@@ -56,6 +56,8 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
     size_t slots_offset = 0;
     size_t len = shm_map_len(nslots, slot_size, &slots_offset);
     memset(conn, 0, sizeof *conn);
+    if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t))
+        return err_set(CCL_ERR_INTERNAL, "shm: %u slots of %zu bytes is not a valid FIFO", nslots, slot_size);
 
     /* A fresh random name each time: never reused, never guessable, and
      * O_EXCL refuses a name someone else pre-created. */
@@ -116,7 +118,9 @@ ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name)
     shm_fifo_t *f = map;
     size_t slots_offset = 0;
     /* Never trust the header's sizes beyond what is really mapped. */
+    /* Bound slot_size by the file first, so nslots * slot_size cannot wrap. */
     if (f->magic != SHM_MAGIC || f->nslots == 0 || f->nslots > SHM_MAX_SLOTS || f->slot_size < sizeof(shm_ref_t) ||
+        (size_t)st.st_size < 4096 || f->slot_size > ((size_t)st.st_size - 4096) / f->nslots ||
         shm_map_len(f->nslots, f->slot_size, &slots_offset) != (size_t)st.st_size) {
         munmap(map, (size_t)st.st_size);
         CCL_FAIL(CCL_ERR_REMOTE, "peer segment %s has a corrupt header", name);
