@@ -170,9 +170,12 @@ typedef struct {
 static ccl_result_t shm_check(void *arg, uint64_t waited_ns)
 {
     shm_check_t *c = arg;
-    if (atomic_load(&c->conn->fifo->poisoned))
-        return err_set(CCL_ERR_REMOTE, "the peer aborted or failed on this connection");
-    return c->outer->check ? c->outer->check(c->outer->arg, waited_ns) : CCL_SUCCESS;
+    /* The caller's check first: when our own comm was aborted (which also
+     * poisons the connection), that is the error to report. */
+    ccl_result_t res = c->outer->check ? c->outer->check(c->outer->arg, waited_ns) : CCL_SUCCESS;
+    if (res == CCL_SUCCESS && atomic_load(&c->conn->fifo->poisoned))
+        res = err_set(CCL_ERR_REMOTE, "the peer aborted or failed on this connection");
+    return res;
 }
 
 static ccl_result_t shm_wait_counter(shm_conn_t *conn, _Atomic uint32_t *word, uint32_t old,

@@ -134,9 +134,9 @@ typedef struct {
 static ccl_result_t board_check(void *arg, uint64_t waited_ns)
 {
     board_check_t *c = arg;
-    if (atomic_load(&c->b->hdr->poisoned))
-        return err_set(CCL_ERR_REMOTE, "a local rank aborted or failed during a one-shot collective");
     ccl_result_t res = c->outer->check ? c->outer->check(c->outer->arg, waited_ns) : CCL_SUCCESS;
+    if (res == CCL_SUCCESS && atomic_load(&c->b->hdr->poisoned))
+        return err_set(CCL_ERR_REMOTE, "a local rank aborted or failed during a one-shot collective");
     if (res == CCL_ERR_TIMEOUT) {
         char missing[256] = "";
         size_t o = 0;

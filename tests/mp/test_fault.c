@@ -1,0 +1,176 @@
+/*
+ * test_fault.c - failures must turn into errors, never hangs (DESIGN.md:
+ * "a dead peer, a broken link or an abort turns into an error on every
+ * rank"). Two scenarios across forked ranks:
+ *  - peer death: after a good allreduce, the last rank exits without
+ *    destroying its communicator; every survivor's next allreduce must fail
+ *    with an error and a message, well before the test's deadline, and
+ *    ccl_comm_abort must then release the broken communicator;
+ *  - abort: rank 0 enters an allreduce that nobody else joins, and another
+ *    of its threads calls ccl_comm_abort; the blocked call must return an
+ *    error, and the other ranks, arriving later, must see an error too (at
+ *    the latest on their next collective, which rank 0 never enters).
+ * CCL_TIMEOUT is lowered (unless set) so that even a library that only
+ * notices through its timeout passes within the deadline; what is tested
+ * is that no rank waits forever.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "test_coll.h"
+#include "test_common.h"
+#include "test_launch.h"
+
+/* Seconds a survivor may take to notice (CCL_TIMEOUT below, plus slack). */
+#define NOTICE_S 40.0
+
+static uint64_t base_seed;
+
+/* The count picks the path: small ones go one-shot, large ones through
+ * the ring and the FIFOs, and each path must notice on its own. */
+static size_t g_count;
+
+static tst_case_t small_case(int nranks, int k)
+{
+    tst_case_t c = {.coll = TST_ALLREDUCE, .dt = CCL_INT32, .op = CCL_SUM, .count = g_count,
+                    .inplace = 0, .misalign = 0,
+                    .seed = tst_case_seed(base_seed, (uint64_t)nranks, (uint64_t)k, 23, 23)};
+    return c;
+}
+
+/* Issues c and requires it to fail within NOTICE_S; returns the code. */
+static ccl_result_t expect_failure(tst_ctx_t *ctx, ccl_comm_t comm, const tst_case_t *c,
+                                   const char *scenario)
+{
+    tst_bufs_t b;
+    tst_case_prepare(c, ctx->rank, ctx->nranks, &b, 0);
+    tst_set_case(ctx, "%s: allreduce that must fail", scenario);
+    double t0 = tst_now();
+    ccl_result_t rc = tst_case_issue(c, &b, comm, NULL);
+    double dt = tst_now() - t0;
+    if (rc == CCL_SUCCESS) {
+        tst_fail(ctx, "%s: allreduce succeeded although a peer is gone", scenario);
+    } else {
+        const char *msg = ccl_get_last_error(comm);
+        if (!msg || !msg[0])
+            tst_fail(ctx, "%s: allreduce failed with %s but left no message", scenario,
+                     ccl_get_error_string(rc));
+        if (dt > NOTICE_S)
+            tst_fail(ctx, "%s: took %.1f s to report %s", scenario, dt, ccl_get_error_string(rc));
+        printf("  %s, rank %d: %s after %.2f s: %s\n", scenario, ctx->rank,
+               ccl_get_error_string(rc), dt, msg ? msg : "");
+        fflush(stdout);
+    }
+    tst_case_release(&b);
+    return rc;
+}
+
+static int peer_death_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_case_t c = small_case(ctx->nranks, 0);
+    tst_run_case(ctx, comm, &c, 0);
+    if (ctx->rank == ctx->nranks - 1) {
+        /* Dies holding its communicator: no destroy, no abort. */
+        fflush(stdout);
+        _exit(0);
+    }
+    c = small_case(ctx->nranks, 1);
+    expect_failure(ctx, comm, &c, "peer death");
+    tst_set_case(ctx, "peer death: ccl_comm_abort of the broken comm");
+    ccl_result_t rc = ccl_comm_abort(comm);
+    if (rc != CCL_SUCCESS)
+        tst_fail(ctx, "ccl_comm_abort after a peer died returned %s", ccl_get_error_string(rc));
+    return 0;
+}
+
+typedef struct {
+    ccl_comm_t comm;
+    ccl_result_t rc;
+} abort_arg_t;
+
+static void *aborter(void *p)
+{
+    abort_arg_t *a = p;
+    /* Long enough for the main thread to be blocked inside the call. */
+    usleep(300000);
+    a->rc = ccl_comm_abort(a->comm);
+    return NULL;
+}
+
+static int abort_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_case_t c = small_case(ctx->nranks, 2);
+    tst_run_case(ctx, comm, &c, 0);
+    c = small_case(ctx->nranks, 3);
+    if (ctx->rank == 0) {
+        abort_arg_t a = {.comm = comm, .rc = CCL_ERR_INTERNAL};
+        pthread_t th;
+        if (pthread_create(&th, NULL, aborter, &a) != 0)
+            tst_fatal(ctx, "pthread_create failed");
+        expect_failure(ctx, comm, &c, "abort");
+        pthread_join(th, NULL);
+        if (a.rc != CCL_SUCCESS)
+            tst_fail(ctx, "ccl_comm_abort from a second thread returned %s",
+                     ccl_get_error_string(a.rc));
+        /* Only now may the others try: rank 0's comm is gone. */
+        tst_barrier(ctx);
+    } else {
+        tst_barrier(ctx);
+        /* Rank 0 had entered this allreduce before it aborted, so a
+         * library may legitimately finish it from what rank 0 had already
+         * published: that is fine if the result is right. The next one,
+         * which rank 0 never entered, must fail. */
+        char msg[512];
+        tst_bufs_t b;
+        tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 0);
+        tst_set_case(ctx, "abort seen by a peer: the collective rank 0 had entered");
+        ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL);
+        if (rc == CCL_SUCCESS && tst_case_verify(&c, ctx->rank, ctx->nranks, &b, msg, sizeof(msg)))
+            tst_fail(ctx, "collective completed after rank 0 aborted, with a wrong result: %s", msg);
+        tst_case_release(&b);
+        if (rc == CCL_SUCCESS) {
+            c = small_case(ctx->nranks, 4);
+            expect_failure(ctx, comm, &c, "abort seen by a peer");
+        } else {
+            const char *m = ccl_get_last_error(comm);
+            if (!m || !m[0])
+                tst_fail(ctx, "abort seen by a peer: failed with %s but left no message",
+                         ccl_get_error_string(rc));
+            printf("  abort seen by a peer, rank %d: %s: %s\n", ctx->rank,
+                   ccl_get_error_string(rc), m ? m : "");
+            fflush(stdout);
+        }
+        tst_set_case(ctx, "abort seen by a peer: ccl_comm_abort");
+        rc = ccl_comm_abort(comm);
+        if (rc != CCL_SUCCESS)
+            tst_fail(ctx, "ccl_comm_abort after a peer aborted returned %s",
+                     ccl_get_error_string(rc));
+    }
+    return 0;
+}
+
+int main(void)
+{
+    int failed = 0;
+    /* Bounds the wait of a library that only notices by timing out. */
+    setenv("CCL_TIMEOUT", "30", 0);
+    base_seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
+    printf("test_fault: seed %llu\n", (unsigned long long)base_seed);
+    static const size_t counts[] = {1021, ((size_t)1 << 20) + 3};
+    for (int k = 0; k < 2; k++) {
+        g_count = counts[k];
+        printf("count %zu:\n", g_count);
+        failed += tst_run_ranks("fault-peer-death", 3, 90, peer_death_body, NULL) != 0;
+        failed += tst_run_ranks("fault-peer-death", 4, 90, peer_death_body, NULL) != 0;
+        failed += tst_run_ranks("fault-abort", 3, 90, abort_body, NULL) != 0;
+    }
+    printf("test_fault: %s\n", failed ? "FAILED" : "passed");
+    return failed ? 1 : 0;
+}

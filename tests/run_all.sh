@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# run_all.sh - runs the whole ccl test suite; `make test` calls it as
+#   BUILD=<dir> HAVE_MPICC=<1 or empty> tests/run_all.sh
+#
+# Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
+# under mpirun with 3 and 4 ranks (or one explicit SKIPPED line), and a
+# ccl-perf smoke check when $BUILD/bin/ccl-perf exists. Each test runs under
+# its own wall-clock timeout and prints PASS/FAIL with its time; a failure
+# also prints the tail of its log. Full logs go to $BUILD/test-logs/. The
+# last line is the only summary: "N passed, N failed[, N skipped]"; the exit
+# status is non-zero when anything failed.
+#
+# Tests run one at a time: the mp tests fork up to 8 ranks, and running them
+# side by side on a 2-core machine would only make timings meaningless.
+#
+# Environment:
+#   TEST_TIMEOUT_SCALE   multiply every timeout (slow or sanitizer builds)
+#   TEST_FILTER          only run tests whose name contains this string
+set -u
+
+BUILD=${BUILD:-build}
+HAVE_MPICC=${HAVE_MPICC:-}
+SCALE=${TEST_TIMEOUT_SCALE:-1}
+FILTER=${TEST_FILTER:-}
+LOGDIR="$BUILD/test-logs"
+TAIL_LINES=40
+
+cd "$(dirname "$0")/.." || exit 2
+mkdir -p "$LOGDIR" || exit 2
+
+passed=0
+failed=0
+skipped=0
+failed_names=()
+suite_start=$(date +%s.%N)
+
+# Seconds for each kind of test (before TEST_TIMEOUT_SCALE).
+timeout_for() {
+    case "$1" in
+    unit) echo 300 ;;
+    sim) echo 600 ;;
+    mp) echo 600 ;;
+    mpi) echo 400 ;;
+    perf) echo 300 ;;
+    *) echo 300 ;;
+    esac
+}
+
+elapsed_since() {
+    awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
+}
+
+# run_test <name> <kind> <command...>: logs to $LOGDIR/<name>.log.
+# An optional post-check (a shell function name in $POST_CHECK) can fail a
+# test whose command exited 0.
+run_test() {
+    local name=$1 kind=$2
+    shift 2
+    if [[ -n "$FILTER" && "$name" != *"$FILTER"* ]]; then
+        return
+    fi
+    local log="$LOGDIR/${name//\//_}.log"
+    local limit
+    limit=$(awk -v t="$(timeout_for "$kind")" -v s="$SCALE" 'BEGIN { printf "%d", t * s }')
+    local start rc why=""
+    start=$(date +%s.%N)
+    {
+        echo "# $*"
+        echo "# timeout ${limit}s, started $(date '+%F %T')"
+    } >"$log"
+    timeout -k 10 "$limit" "$@" >>"$log" 2>&1 </dev/null
+    rc=$?
+    if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+        why=" (timed out after ${limit}s)"
+    elif [[ $rc -ne 0 ]]; then
+        why=" (exit status $rc)"
+    elif [[ -n "${POST_CHECK:-}" ]]; then
+        local check_out check_rc
+        check_out=$("$POST_CHECK" "$log" 2>&1)
+        check_rc=$?
+        echo "$check_out" >>"$log"
+        if [[ $check_rc -ne 0 ]]; then
+            rc=1
+            why=" (output check failed)"
+        fi
+    fi
+    local t
+    t=$(elapsed_since "$start")
+    if [[ $rc -eq 0 ]]; then
+        echo "PASS $name (${t}s)"
+        passed=$((passed + 1))
+    else
+        echo "FAIL $name (${t}s)$why"
+        echo "---- last $TAIL_LINES lines of $log ----"
+        tail -n "$TAIL_LINES" "$log" | sed 's/^/    /'
+        echo "----"
+        failed=$((failed + 1))
+        failed_names+=("$name")
+    fi
+}
+
+run_dir() {
+    local kind=$1 dir="$BUILD/tests/$1" bin
+    [[ -d "$dir" ]] || return
+    for bin in "$dir"/*; do
+        [[ -f "$bin" && -x "$bin" ]] || continue
+        run_test "$kind/$(basename "$bin")" "$kind" "$bin"
+    done
+}
+
+# ---- unit, sim, mp ----------------------------------------------------------
+run_dir unit
+run_dir sim
+run_dir mp
+
+# The default tuning sends small messages one way and large ones another, so
+# the collective sweeps run again with each algorithm forced, and once with
+# the smallest FIFO ccl accepts and single copy off, so that every message
+# crosses many slots and wraps the FIFO counters. (The variables are rows of
+# src/core/params.def.)
+variants=(
+    "CCL_ALGO=ring"
+    "CCL_ALGO=direct"
+    "CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_SINGLE_COPY_THRESHOLD=0"
+)
+for v in "${variants[@]}"; do
+    for t in test_allreduce test_allgather test_repeat test_large; do
+        bin="$BUILD/tests/mp/$t"
+        [[ -x "$bin" ]] || continue
+        # shellcheck disable=SC2086 # $v is a list of NAME=value words
+        run_test "mp/${t}[${v// /,}]" mp env $v "$bin"
+    done
+done
+
+# ---- MPI cross-checks ---------------------------------------------------------
+mpi_bins=()
+if [[ -d "$BUILD/tests/mpi" ]]; then
+    for bin in "$BUILD"/tests/mpi/*; do
+        [[ -f "$bin" && -x "$bin" ]] && mpi_bins+=("$bin")
+    done
+fi
+if [[ -z "$HAVE_MPICC" ]]; then
+    echo "SKIPPED: mpi (mpicc not found, MPI cross-checks not built)"
+    skipped=$((skipped + 1))
+elif ! command -v mpirun >/dev/null 2>&1; then
+    echo "SKIPPED: mpi (mpirun not found)"
+    skipped=$((skipped + 1))
+elif [[ ${#mpi_bins[@]} -eq 0 ]]; then
+    # mpicc exists, so the build should have produced them.
+    echo "FAIL mpi (0.0s) (no binaries in $BUILD/tests/mpi although HAVE_MPICC=1)"
+    failed=$((failed + 1))
+    failed_names+=("mpi")
+else
+    mpirun_args=()
+    if mpirun --version 2>&1 | grep -q "Open MPI"; then
+        # Ranks outnumber cores here; Open MPI refuses that without
+        # --oversubscribe, and binding would pile ranks onto one core.
+        mpirun_args+=(--oversubscribe --bind-to none)
+        # Shared-memory transport: "vader" up to Open MPI 4, "sm" from 5.
+        btls=$(ompi_info --parsable 2>/dev/null | sed -n 's/^mca:btl:\([a-z0-9]*\):version.*/\1/p' | sort -u)
+        if grep -qx vader <<<"$btls"; then
+            mpirun_args+=(--mca btl "self,vader")
+        elif grep -qx sm <<<"$btls"; then
+            mpirun_args+=(--mca btl "self,sm")
+        fi
+        # Open MPI 4.1's op/avx component saturates 8- and 16-bit integer
+        # sums instead of wrapping (open-mpi/ompi#8045, closed wontfix), so
+        # MPI itself gets uint8 sums wrong; the reference must be the plain
+        # C reduction.
+        if ompi_info --parsable 2>/dev/null | grep -q '^mca:op:avx:'; then
+            mpirun_args+=(--mca op ^avx)
+        fi
+    fi
+    # Open MPI itself leaks at MPI_Finalize (its MCA components, hwloc), so
+    # in a sanitizer build LeakSanitizer would fail these runs for MPI's
+    # sake; ccl's own leaks are caught by the mp tests, which run without MPI.
+    asan_opts="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    for bin in "${mpi_bins[@]}"; do
+        for np in 3 4; do
+            run_test "mpi/$(basename "$bin")-np$np" mpi \
+                env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+                ASAN_OPTIONS="$asan_opts" \
+                mpirun "${mpirun_args[@]}" -np "$np" "$bin"
+        done
+    done
+fi
+
+# ---- ccl-perf smoke -------------------------------------------------------------
+# Every data row must report 0 in each "#wrong" column (-c 1 turns checking
+# on, so "N/A" is a failure too), and at least one row must exist.
+check_perf_output() {
+    awk '
+        /^#/ && /#wrong/ {
+            n = 0; nw = 0
+            for (i = 1; i <= NF; i++) {
+                if ($i == "#") continue
+                n++
+                if ($i == "#wrong") wcol[++nw] = n
+            }
+            ncols = n
+            next
+        }
+        /^#/ { next }
+        nw > 0 && NF == ncols && $1 ~ /^[0-9]+$/ {
+            rows++
+            for (k = 1; k <= nw; k++) {
+                if ($(wcol[k]) != "0") {
+                    printf "perf check: row with %s bytes has #wrong = %s\n", $1, $(wcol[k])
+                    bad++
+                }
+            }
+        }
+        END {
+            if (nw == 0) { print "perf check: no header with a #wrong column"; exit 1 }
+            if (rows == 0) { print "perf check: no result rows"; exit 1 }
+            if (bad) exit 1
+            printf "perf check: %d rows, all #wrong 0\n", rows
+        }' "$1"
+}
+if [[ -x "$BUILD/bin/ccl-perf" ]]; then
+    for coll in allreduce allgather; do
+        POST_CHECK=check_perf_output run_test "perf/ccl-perf-$coll" perf \
+            "$BUILD/bin/ccl-perf" --np 3 -b 8 -e 1M -f 8 -c 1 -C "$coll"
+    done
+else
+    echo "SKIPPED: perf ($BUILD/bin/ccl-perf not built)"
+    skipped=$((skipped + 1))
+fi
+
+# ---- summary -------------------------------------------------------------------------
+echo "total time $(elapsed_since "$suite_start")s; logs in $LOGDIR/"
+if [[ $failed -gt 0 ]]; then
+    echo "failed: ${failed_names[*]}"
+fi
+summary="$passed passed, $failed failed"
+if [[ $skipped -gt 0 ]]; then
+    summary+=", $skipped skipped"
+fi
+echo "$summary"
+[[ $failed -eq 0 ]]
