@@ -59,6 +59,11 @@ typedef struct {
     sched_step_t *steps;
     int nsteps;
     int cap;
+    /* Set by algorithms in which, even in place, a rank overwrites a part
+     * of its send buffer only after every peer that reads that part has
+     * read it (the ring: the value that overwrites it is derived from
+     * those reads). Executors may then send such parts by reference. */
+    int send_refs_safe_in_place;
 } sched_t;
 
 /* Grows the step array; returns CCL_ERR_SYSTEM when out of memory. */

@@ -251,13 +251,13 @@ ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const co
     size_t send_bytes = args->count * x.esz;
     if (comm->single_copy_threshold > 0 && send_bytes >= comm->single_copy_threshold) {
         /* A reference is safe only to memory that stays unchanged until the
-         * peer acknowledges it. Results (dst of a step) are final once
-         * written; the send buffer is too, unless the call is in place and
-         * a later step overwrites it while a peer may still be reading
-         * (allreduce in place; an in-place allgather never rewrites its own
-         * block). */
+         * peer has read it. Results (dst of a step) are final once written;
+         * the send buffer is too, unless the call is an in-place allreduce
+         * whose schedule may overwrite it while a peer still reads (an
+         * in-place allgather never rewrites its own block). */
         const char *s = args->sendbuf, *r = args->recvbuf;
-        int overwritten = args->coll == SCHED_ALLREDUCE && s >= r && s < r + recv_bytes;
+        int overwritten = args->coll == SCHED_ALLREDUCE && s >= r && s < r + recv_bytes &&
+                          !sched->send_refs_safe_in_place;
         x.send_reg = !overwritten && mem_find(args->sendbuf, send_bytes, &x.send_ref);
         x.recv_reg = mem_find(args->recvbuf, recv_bytes, &x.recv_ref);
     }
