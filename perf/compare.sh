@@ -111,6 +111,8 @@ MPIRUN_BASE="$MPIRUN --oversubscribe -np {np} --mca pml ob1 --mca btl self,$SM_B
 # 20 times is dominated by one scheduler hiccup (seen: 5 us against 0.6 us
 # steady state for Open MPI's 8-byte allreduce). A 64 MiB call on 8 ranks
 # takes 0.1 to 1 s, so 5 calls time it well and 20 would take minutes.
+# Calls of 5 to 500 us (64 KiB to 1 MiB) get 200 iterations: with 20, one
+# preemption on this shared VM moved a row by 5x from run to run.
 # Quick mode keeps the sizes the report quotes (8 B, 4 MiB, 64 MiB).
 if [ "$QUICK" = 1 ]; then
     SMALL_ITERS=${SMALL_ITERS:-200}
@@ -121,8 +123,10 @@ if [ "$QUICK" = 1 ]; then
 else
     SMALL_ITERS=${SMALL_ITERS:-1000}
     SMALL_WARMUP=${SMALL_WARMUP:-100}
-    AR_RANGES="8:32K:2:$SMALL_ITERS:$SMALL_WARMUP 64K:64M:2"
-    AG_RANGES="1M:64M:2"
+    MID_ITERS=${MID_ITERS:-200}
+    MID_WARMUP=${MID_WARMUP:-20}
+    AR_RANGES="8:32K:2:$SMALL_ITERS:$SMALL_WARMUP 64K:1M:2:$MID_ITERS:$MID_WARMUP 2M:64M:2"
+    AG_RANGES="1M:1M:2:$MID_ITERS:$MID_WARMUP 2M:64M:2"
     OS8_RANGE="64M:64M:2:5:2"
 fi
 
@@ -238,7 +242,7 @@ report() {
         "THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)."
     echo "Load average when started: $LOADAVG."
     echo "Median of $R run(s) per configuration; per size $ITERS timed iterations after $WARMUP warm-up calls,"
-    echo "small sizes $SMALL_ITERS after $SMALL_WARMUP, the 8-rank 64 MiB case as in its command."
+    echo "small sizes $SMALL_ITERS after $SMALL_WARMUP, 64 KiB to 1 MiB ${MID_ITERS:-as above} after ${MID_WARMUP:-as above}, the 8-rank 64 MiB case as in its command."
     echo "ompi = Open MPI (pml ob1, btl self,$SM_BTL) through mpi-bench on malloc'd buffers;"
     echo "ompi+huge = the same with GLIBC_TUNABLES=$HUGETLB (malloc asks for transparent huge pages)."
     echo "Time per call: $(awk -v a="$AVERAGE" 'BEGIN { split("rank 0|mean|min|max", n, "|"); print n[a + 1] }') over ranks (-a $AVERAGE)."

@@ -4,9 +4,9 @@
  * Each rank sends its whole buffer to the other and reduces what arrives with
  * its own: one hop of latency instead of the ring's two. Both ranks compute
  * own op other, which is bitwise the same result on both for every op ccl
- * has (IEEE sum, prod, min and max are commutative). The whole message must
- * fit in the FIFO, because both ranks send before either receives; the
- * caller (the tuner in core/) only picks it when it does.
+ * has (IEEE sum, prod, min and max are commutative). Executed by slice
+ * rounds (see sched_rounds), any size streams through the FIFO; it pays
+ * twice the ring's traffic, so the tuner keeps it for small messages.
  */
 #include "algos/schedule.h"
 #include "core/err.h"
