@@ -11,6 +11,7 @@
  *             build, through an MPI_Bcast of the unique id.
  */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,6 +195,25 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Like mpirun's default binding: with no more ranks than CPUs, rank r runs
+ * on the r-th allowed CPU. Forked children otherwise start on the parent's
+ * CPU and wait for the load balancer, which skews the first timed rows.
+ * --bind none leaves placement to the kernel. */
+static void bind_rank(const struct perf_args *a, int n, int rank)
+{
+    cpu_set_t allowed, one;
+    if (!a->bind || sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) < n)
+        return;
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed) || seen++ != rank)
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        sched_setaffinity(0, sizeof one, &one); /* best effort, like a launcher */
+        return;
+    }
+}
+
 /* Child side: waits for the id on the pipe, then is rank `rank`. */
 static void child_main(const struct perf_args *a, int n, int rank, int rfd, pid_t parent,
                        const char *desc)
@@ -211,6 +231,7 @@ static void child_main(const struct perf_args *a, int n, int rank, int rfd, pid_
         got += r > 0 ? (size_t)r : 0;
     }
     close(rfd);
+    bind_rank(a, n, rank);
     exit(run_rank(a, n, rank, id, desc));
 }
 

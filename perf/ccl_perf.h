@@ -102,6 +102,7 @@ struct perf_args {
     int op;    /* ccl_redop_t, or PERF_ALL */
     const struct perf_coll *coll;
     int np; /* --np, 0 when not given */
+    int bind; /* forked ranks pinned to one CPU each (--bind core, default) */
 };
 
 extern const char *const perf_op_names[CCL_NUM_OPS];

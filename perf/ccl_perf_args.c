@@ -14,7 +14,7 @@
 
 const char *const perf_op_names[CCL_NUM_OPS] = {"sum", "prod", "max", "min", "avg"};
 
-enum { OPT_NP = 256, OPT_HELP_ENV };
+enum { OPT_NP = 256, OPT_HELP_ENV, OPT_BIND };
 
 static const struct option long_opts[] = {
     {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
@@ -25,6 +25,7 @@ static const struct option long_opts[] = {
     {"root", required_argument, 0, 'r'},         {"average", required_argument, 0, 'a'},
     {"collective", required_argument, 0, 'C'},   {"np", required_argument, 0, OPT_NP},
     {"help", no_argument, 0, 'h'},               {"help-env", no_argument, 0, OPT_HELP_ENV},
+    {"bind", required_argument, 0, OPT_BIND},
     {0, 0, 0, 0},
 };
 
@@ -56,6 +57,8 @@ static void usage(FILE *f, const char *prog)
 #ifdef CCL_PERF_WITH_MPI
             "                             or, without it, share the id through MPI\n"
 #endif
+            "  --bind <core|none>         forked ranks: one CPU each when they fit, as mpirun binds\n"
+            "                             (default core)\n"
             "  -h,--help                  this text\n"
             "  --help-env                 the CCL_* environment variables the library reads\n",
             prog, perf_coll_supported());
@@ -152,6 +155,7 @@ static void set_defaults(struct perf_args *a)
     a->step_bytes = 1u << 20;
     a->step_factor = 1;
     a->iters = 20;
+    a->bind = 1;
     a->warmup = 5;
     a->check = 1;
     a->average = 1;
@@ -194,6 +198,13 @@ static int apply_opt(int c, const char *v, struct perf_args *a)
     case 'a': rc = parse_int(v, 0, 3, &a->average); break;
     case 'C': return parse_coll(v, a);
     case OPT_NP: rc = parse_int(v, 1, 4096, &a->np); break;
+    case OPT_BIND:
+        if (strcmp(v, "core") && strcmp(v, "none")) {
+            fprintf(stderr, "ccl-perf: invalid value '%s' for --bind; use core or none\n", v);
+            return -1;
+        }
+        a->bind = !strcmp(v, "core");
+        return 0;
     default: return -1;
     }
     if (rc) {

@@ -2,7 +2,7 @@
  * tuner.c - picks the algorithm for each call.
  *
  * Small inputs on a single host go one-shot through the shared board (one
- * synchronisation, no sequential hops); a two-rank allreduce up to 1 MiB
+ * synchronisation, no sequential hops); a two-rank allreduce up to 8 MiB
  * goes direct (each rank sends all and reduces all: one hop); everything
  * else takes the bandwidth-optimal ring.
  * CCL_ALGO=ring|direct|oneshot overrides where the algorithm applies.
@@ -14,10 +14,12 @@
 #include <strings.h>
 
 /* Up to here a two-rank allreduce goes direct. Measured with ccl-perf on a
- * 2-core VM (200 iterations): direct takes about half the ring's time at
- * 128-512 KiB (two dependent phases per slice instead of three) and the
- * ring catches up around 1 MiB, where its halved traffic starts to count. */
-#define TUNER_DIRECT_MAX_BYTES (1024 * 1024)
+ * 2-core VM, buffers rotated as nccl-tests does (so mostly cold): direct
+ * takes about half the ring's time at 128-512 KiB (two dependent phases
+ * per slice instead of three) and stays ahead of the by-value ring up to
+ * 8 MiB (7-8 vs 5-6 GB/s busbw); from 16 MiB the ring with single copy
+ * (CCL_SINGLE_COPY_THRESHOLD) wins (11-12 GB/s). */
+#define TUNER_DIRECT_MAX_BYTES (8 * 1024 * 1024)
 
 const char *tuner_algo_name(algo_t algo)
 {
