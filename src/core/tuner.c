@@ -17,8 +17,8 @@
  * 2-core VM, buffers rotated as nccl-tests does (so mostly cold): direct
  * takes about half the ring's time at 128-512 KiB (two dependent phases
  * per slice instead of three) and stays ahead of the by-value ring up to
- * 8 MiB (7-8 vs 5-6 GB/s busbw); from 16 MiB the ring with single copy
- * (CCL_SINGLE_COPY_THRESHOLD) wins (11-12 GB/s). */
+ * 8 MiB (7-8 vs 5-6 GB/s busbw); above, the ring (by value, and from
+ * CCL_SINGLE_COPY_THRESHOLD = 32 MiB by reference) is as fast or faster. */
 #define TUNER_DIRECT_MAX_BYTES (8 * 1024 * 1024)
 
 const char *tuner_algo_name(algo_t algo)
