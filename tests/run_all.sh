@@ -116,12 +116,16 @@ run_dir mp
 # The default tuning sends small messages one way and large ones another, so
 # the collective sweeps run again with each algorithm forced, and once with
 # the smallest FIFO ccl accepts and single copy off, so that every message
-# crosses many slots and wraps the FIFO counters. (The variables are rows of
-# src/core/params.def.)
+# crosses many slots and wraps the FIFO counters, and once on ccl_mem_alloc
+# buffers with single copy and non-temporal stores from 1 KiB, so that the
+# reference path sees every dtype, op, placement and algorithm. (CCL_*
+# variables are rows of src/core/params.def; CCL_TEST_* belong to the tests.)
 variants=(
     "CCL_ALGO=ring"
     "CCL_ALGO=direct"
     "CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_SINGLE_COPY_THRESHOLD=0"
+    "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_STREAM_THRESHOLD=1K"
+    "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=direct"
 )
 for v in "${variants[@]}"; do
     for t in test_allreduce test_allgather test_repeat test_large; do

@@ -98,7 +98,10 @@ CCL_API ccl_result_t ccl_mem_alloc(void **ptr, size_t size)
         return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_mem_alloc: size is 0");
     if (size > SIZE_MAX / 2)
         return err_set(CCL_ERR_COUNT_OVERFLOW, "ccl_mem_alloc: size %zu is too large", size);
-    r.len = (size + MEM_ALIGN - 1) / MEM_ALIGN * MEM_ALIGN;
+    /* Huge-page multiples only where a huge page can help; small buffers
+     * round to pages, so that touching them up front stays cheap. */
+    size_t align = size >= MEM_ALIGN ? MEM_ALIGN : 4096;
+    r.len = (size + align - 1) / align * align;
     if (getrandom(&r.id, sizeof r.id, 0) != (ssize_t)sizeof r.id)
         CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
     char name[64];

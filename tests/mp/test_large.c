@@ -102,6 +102,7 @@ int main(void)
     int failed = 0;
     base_seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
     printf("test_large: seed %llu\n", (unsigned long long)base_seed);
+    failed += tst_run_ranks("large-odd", 2, 120, odd_body, NULL) != 0;
     failed += tst_run_ranks("large-odd", 3, 120, odd_body, NULL) != 0;
     failed += tst_run_ranks("large-odd", 4, 120, odd_body, NULL) != 0;
     failed += tst_run_ranks("large-64MiB", 8, 120, big_body, NULL) != 0;
