@@ -41,7 +41,8 @@ struct ccl_comm {
     _Atomic int aborted;
     pthread_mutex_t pending_lock;
     pthread_cond_t pending_cond;
-    int pending;               /* queued or running calls */
+    _Atomic int pending;       /* queued or running calls */
+    _Atomic int draining;      /* destroy/abort waits for pending to reach 0 */
 
     char last_error[COMM_ERR_MAX];
 };
