@@ -5,6 +5,7 @@
 #include "test_coll.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *tst_coll_name(tst_coll_t c)
@@ -124,4 +125,25 @@ void tst_run_case(tst_ctx_t *ctx, ccl_comm_t comm, const tst_case_t *c, int use_
     if (tst_case_verify(c, ctx->rank, ctx->nranks, &b, msg, sizeof(msg)))
         tst_fail(ctx, "%s", msg);
     tst_case_release(&b);
+}
+
+int tst_sweep_main(const char *name, int argc, char **argv, tst_rank_fn body, tst_sweep_cfg_t *cfg)
+{
+    static const int default_ranks[] = {1, 2, 3, 4, 5, 7, 8, 16};
+    static const int mem_ranks[] = {2, 3, 4, 5};
+    cfg->seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
+    cfg->use_ccl_mem = tst_env_long("CCL_TEST_CCL_MEM", 0) != 0;
+    const int *ranks = cfg->use_ccl_mem ? mem_ranks : default_ranks;
+    int nlist = argc > 1 ? argc - 1
+                         : cfg->use_ccl_mem ? (int)(sizeof mem_ranks / sizeof mem_ranks[0])
+                                            : (int)(sizeof default_ranks / sizeof default_ranks[0]);
+    int failed = 0;
+    printf("test_%s: seed %llu%s\n", name, (unsigned long long)cfg->seed,
+           cfg->use_ccl_mem ? ", ccl_mem_alloc buffers" : "");
+    for (int k = 0; k < nlist; k++) {
+        int n = argc > 1 ? atoi(argv[k + 1]) : ranks[k];
+        failed += tst_run_ranks(name, n, 60, body, NULL) != 0;
+    }
+    printf("test_%s: %s\n", name, failed ? "FAILED" : "passed");
+    return failed ? 1 : 0;
 }

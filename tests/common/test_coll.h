@@ -57,4 +57,17 @@ void tst_run_case(tst_ctx_t *ctx, ccl_comm_t comm, const tst_case_t *c, int use_
 #ifdef __cplusplus
 }
 #endif
+/* What the collective sweeps read from the environment. */
+typedef struct {
+    uint64_t seed;   /* CCL_TEST_SEED (default 12345) */
+    int use_ccl_mem; /* CCL_TEST_CCL_MEM=1: buffers from ccl_mem_alloc */
+} tst_sweep_cfg_t;
+
+/* The shared main() of the collective sweeps: fills *cfg, then runs body on
+ * each rank count given in argv, or on the defaults (1 2 3 4 5 7 8 16; with
+ * ccl_mem_alloc buffers 2 3 4 5, since every case allocates and touches
+ * fresh memory on every rank). Prints "<name>: passed|FAILED"; returns the
+ * exit status. */
+int tst_sweep_main(const char *name, int argc, char **argv, tst_rank_fn body, tst_sweep_cfg_t *cfg);
+
 #endif /* CCL_TEST_COLL_H */

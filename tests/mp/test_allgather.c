@@ -18,8 +18,7 @@
 static const size_t counts[] = {0, 1, 2, 3, 7, 13, 1021, 65537};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
-static uint64_t base_seed;
-static int use_ccl_mem;
+static tst_sweep_cfg_t cfg;
 
 static int rank_body(tst_ctx_t *ctx, void *arg)
 {
@@ -38,10 +37,10 @@ static int rank_body(tst_ctx_t *ctx, void *arg)
                     .inplace = inplace,
                     /* in-place cases misalign the whole recvbuf too */
                     .misalign = (k & 2) ? esz : 0,
-                    .seed = tst_case_seed(base_seed, (uint64_t)ctx->nranks, (uint64_t)d, 99,
+                    .seed = tst_case_seed(cfg.seed, (uint64_t)ctx->nranks, (uint64_t)d, 99,
                                           (uint64_t)(c * 2 + (size_t)inplace)),
                 };
-                tst_run_case(ctx, comm, &tc, use_ccl_mem);
+                tst_run_case(ctx, comm, &tc, cfg.use_ccl_mem);
             }
         }
     }
@@ -52,20 +51,5 @@ static int rank_body(tst_ctx_t *ctx, void *arg)
 
 int main(int argc, char **argv)
 {
-    static const int default_ranks[] = {1, 2, 3, 4, 5, 7, 8, 16};
-    static const int mem_ranks[] = {2, 3, 4, 5};
-    use_ccl_mem = tst_env_long("CCL_TEST_CCL_MEM", 0) != 0;
-    const int *ranks = use_ccl_mem ? mem_ranks : default_ranks;
-    int nlist = argc > 1 ? argc - 1
-                         : use_ccl_mem ? (int)(sizeof(mem_ranks) / sizeof(mem_ranks[0]))
-                                       : (int)(sizeof(default_ranks) / sizeof(default_ranks[0]));
-    int failed = 0;
-    base_seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
-    printf("test_allgather: seed %llu\n", (unsigned long long)base_seed);
-    for (int k = 0; k < nlist; k++) {
-        int n = argc > 1 ? atoi(argv[k + 1]) : ranks[k];
-        failed += tst_run_ranks("allgather", n, 60, rank_body, NULL) != 0;
-    }
-    printf("test_allgather: %s\n", failed ? "FAILED" : "passed");
-    return failed ? 1 : 0;
+    return tst_sweep_main("allgather", argc, argv, rank_body, &cfg);
 }
