@@ -96,10 +96,10 @@ $(PERF_BIN): $(PERF_SRC) $(wildcard perf/ccl_perf*.h) $(LIB_A) include/ccl.h src
 	$(PERF_CC) $(PERF_CFLAGS) $(LDFLAGS_SAN) -o $@ $(PERF_SRC) $(LIB_A) $(LDLIBS)
 
 tools: $(BUILD)/bin/memcpy-bench $(if $(HAVE_MPICC),$(BUILD)/bin/mpi-bench)
-$(BUILD)/bin/memcpy-bench: perf/memcpy_bench.c
+$(BUILD)/bin/memcpy-bench: perf/memcpy_bench.c perf/bench_size.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
-$(BUILD)/bin/mpi-bench: perf/mpi_bench.c
+$(BUILD)/bin/mpi-bench: perf/mpi_bench.c perf/bench_size.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -o $@ $< $(LDLIBS)
 

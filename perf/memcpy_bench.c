@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_size.h"
+
 #define MAX_SIZES 32
 
 static double now(void)
@@ -41,25 +43,6 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Size with an optional K/M/G suffix (powers of 1024), as nccl-tests. */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double unit = 1;
-    if (end == s || v <= 0) return -1;
-    switch (*end) {
-    case 'k': case 'K': unit = 1024.0; end++; break;
-    case 'm': case 'M': unit = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': unit = 1024.0 * 1024 * 1024; end++; break;
-    case '\0': break;
-    default: return -1;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end != '\0') return -1;
-    *out = (size_t)(v * unit);
-    return 0;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -102,7 +85,7 @@ int main(int argc, char **argv)
     while ((c = getopt(argc, argv, "s:n:Hh")) != -1) {
         switch (c) {
         case 's':
-            if (nsizes == MAX_SIZES || parse_size(optarg, &sizes[nsizes]) != 0) {
+            if (nsizes == MAX_SIZES || bench_parse_size(optarg, &sizes[nsizes], 0) != 0) {
                 fprintf(stderr, "memcpy-bench: bad or too many -s sizes\n");
                 return 2;
             }

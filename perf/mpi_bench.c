@@ -46,6 +46,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_size.h"
+
 enum coll {
     COLL_ALLREDUCE,
     COLL_ALLGATHER,
@@ -103,25 +105,6 @@ static void die(const char *msg)
     exit(2);
 }
 
-/* Size with an optional K/M/G suffix (powers of 1024), as nccl-tests. */
-static int parse_size(const char *s, size_t *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    double unit = 1;
-    if (end == s || v < 0) return -1;
-    switch (*end) {
-    case 'k': case 'K': unit = 1024.0; end++; break;
-    case 'm': case 'M': unit = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': unit = 1024.0 * 1024 * 1024; end++; break;
-    case '\0': break;
-    default: return -1;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end != '\0') return -1;
-    *out = (size_t)(v * unit);
-    return 0;
-}
 
 static struct layout get_layout(enum coll c, size_t count)
 {
@@ -453,9 +436,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
             o->ci = (int)k;
             break;
         }
-        case 'b': if (parse_size(optarg, &o->minbytes)) die("bad -b size"); break;
-        case 'e': if (parse_size(optarg, &o->maxbytes)) die("bad -e size"); break;
-        case 'i': if (parse_size(optarg, &o->stepbytes)) die("bad -i size"); break;
+        case 'b': if (bench_parse_size(optarg, &o->minbytes, 1)) die("bad -b size"); break;
+        case 'e': if (bench_parse_size(optarg, &o->maxbytes, 1)) die("bad -e size"); break;
+        case 'i': if (bench_parse_size(optarg, &o->stepbytes, 1)) die("bad -i size"); break;
         case 'f': o->stepfactor = strtoul(optarg, NULL, 0); break;
         case 'n': o->iters = atoi(optarg); break;
         case 'w': o->warmup = atoi(optarg); break;
