@@ -105,7 +105,6 @@ static void die(const char *msg)
     exit(2);
 }
 
-
 static struct layout get_layout(enum coll c, size_t count)
 {
     size_t n = (size_t)nranks;
