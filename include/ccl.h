@@ -60,6 +60,7 @@ typedef enum {
     CCL_ERR_COUNT_OVERFLOW = 16,  /* count * element size does not fit */
     CCL_ERR_INPLACE_LAYOUT = 17,  /* buffers overlap in a way the in-place rules forbid */
     CCL_ERR_MISMATCH = 18,        /* ranks called different collectives/arguments */
+    CCL_ERR_GROUP = 19,           /* a call that cannot be part of a group (or no group open) */
     CCL_NUM_RESULTS
 } ccl_result_t;
 
@@ -88,8 +89,20 @@ typedef enum {
     CCL_MAX = 2,
     CCL_MIN = 3,
     CCL_AVG = 4,
-    CCL_NUM_OPS
+    CCL_NUM_OPS,
+    /* Values above CCL_NUM_OPS are operators created on one communicator
+     * (ccl_redop_create_premulsum); this keeps the enum int-sized. */
+    CCL_MAX_REDOP = 0x7fffffff
 } ccl_redop_t;
+
+/* Where a premulsum scalar lives and when it is read (NCCL's
+ * ncclScalarResidence_t). With host buffers, CCL_SCALAR_DEVICE means "a
+ * pointer read each time a collective runs", so the value may change
+ * between calls; CCL_SCALAR_HOST_IMMEDIATE copies it at creation. */
+typedef enum {
+    CCL_SCALAR_DEVICE = 0,
+    CCL_SCALAR_HOST_IMMEDIATE = 1
+} ccl_scalar_residence_t;
 
 /* Opaque bootstrap token: created once (ccl_get_unique_id) and passed to every
  * rank by the user (MPI_Bcast, a file, the launcher). Holds the root's
@@ -153,6 +166,30 @@ ccl_result_t ccl_stream_query(ccl_stream_t stream);
 /* Synchronizes, then frees. */
 ccl_result_t ccl_stream_destroy(ccl_stream_t stream);
 
+/* ---- reduction operators ------------------------------------------------- */
+
+/* Creates an operator that multiplies this rank's input by *scalar (of
+ * type dtype) and then sums across ranks. Valid only on comm and with dtype;
+ * each rank creates its own (scalars may differ between ranks). */
+ccl_result_t ccl_redop_create_premulsum(ccl_redop_t *op, void *scalar, ccl_datatype_t dtype,
+                                        ccl_scalar_residence_t residence, ccl_comm_t comm);
+ccl_result_t ccl_redop_destroy(ccl_redop_t op, ccl_comm_t comm);
+
+/* ---- group calls --------------------------------------------------------- */
+
+/* Calls between ccl_group_start and ccl_group_end are checked and queued,
+ * then run together at ccl_group_end: several collectives on one comm,
+ * collectives on several comms driven by one thread (ccl_comm_init_all), and
+ * send/recv patterns (ring exchange, all-to-all-v) that would deadlock as
+ * separate blocking calls. Groups nest; the outermost end runs them. Every
+ * call of a group must use the same stream (NULL: ccl_group_end blocks; a
+ * host stream: the group is queued on it), else ccl_group_end fails with
+ * CCL_ERR_INVALID_USAGE and runs nothing. When a call inside a group fails
+ * its checks, it returns the error and ccl_group_end returns it too, having
+ * run nothing. */
+ccl_result_t ccl_group_start(void);
+ccl_result_t ccl_group_end(void);
+
 /* ---- collectives --------------------------------------------------------- */
 
 /* recvbuf[i] = op over ranks of sendbuf[i], on every rank. In place when
@@ -164,6 +201,48 @@ ccl_result_t ccl_allreduce(const void *sendbuf, void *recvbuf, size_t count,
  * rank. In place when sendbuf == recvbuf + rank*sendcount (NCCL's rule). */
 ccl_result_t ccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                            ccl_datatype_t dtype, ccl_comm_t comm, ccl_stream_t stream);
+/* recvbuf (recvcount elements) = op over ranks of block `rank` of sendbuf
+ * (nranks * recvcount elements). In place when recvbuf == sendbuf +
+ * rank*recvcount. */
+ccl_result_t ccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                ccl_datatype_t dtype, ccl_redop_t op, ccl_comm_t comm,
+                                ccl_stream_t stream);
+/* recvbuf = sendbuf of root, on every rank (sendbuf is read on root only).
+ * In place when sendbuf == recvbuf. */
+ccl_result_t ccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                           int root, ccl_comm_t comm, ccl_stream_t stream);
+/* In-place broadcast (NCCL's legacy ncclBcast). */
+ccl_result_t ccl_bcast(void *buf, size_t count, ccl_datatype_t dtype, int root, ccl_comm_t comm,
+                       ccl_stream_t stream);
+/* recvbuf on root = op over ranks of sendbuf; recvbuf is ignored elsewhere.
+ * In place when sendbuf == recvbuf. */
+ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                        ccl_redop_t op, int root, ccl_comm_t comm, ccl_stream_t stream);
+/* Block p (count elements) of sendbuf goes to rank p, landing at block
+ * `rank` of its recvbuf. sendbuf and recvbuf must not overlap. */
+ccl_result_t ccl_alltoall(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                          ccl_comm_t comm, ccl_stream_t stream);
+/* recvbuf on root, block p = sendbuf (count elements) of rank p. In place
+ * when, on root, sendbuf == recvbuf + root*count. */
+ccl_result_t ccl_gather(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                        int root, ccl_comm_t comm, ccl_stream_t stream);
+/* recvbuf (count elements) = block `rank` of root's sendbuf. In place when,
+ * on root, recvbuf == sendbuf + root*count. */
+ccl_result_t ccl_scatter(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                         int root, ccl_comm_t comm, ccl_stream_t stream);
+/* Blocks every rank until all have called it. */
+ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_stream_t stream);
+
+/* ---- point to point ------------------------------------------------------ */
+
+/* Sends and receives match in call order per (sender, receiver) pair and
+ * must agree on count * element size. Outside a group each call blocks until
+ * its data is handed over, so two ranks that both send first can deadlock on
+ * large messages (as with MPI_Send): put exchanges in a group. */
+ccl_result_t ccl_send(const void *sendbuf, size_t count, ccl_datatype_t dtype, int peer,
+                      ccl_comm_t comm, ccl_stream_t stream);
+ccl_result_t ccl_recv(void *recvbuf, size_t count, ccl_datatype_t dtype, int peer,
+                      ccl_comm_t comm, ccl_stream_t stream);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@ static const char *const err_strings[CCL_NUM_RESULTS] = {
     [CCL_ERR_COUNT_OVERFLOW] = "count too large: byte size overflows",
     [CCL_ERR_INPLACE_LAYOUT] = "buffers overlap in a way the in-place rules forbid",
     [CCL_ERR_MISMATCH] = "ranks called different collectives or arguments",
+    [CCL_ERR_GROUP] = "a call that cannot be part of this group, or a group call out of order",
 };
 
 CCL_API const char *ccl_get_error_string(ccl_result_t result)
