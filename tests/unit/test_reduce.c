@@ -27,14 +27,16 @@
 #include <string.h>
 
 #include "device/copy.h"
+#include "device/dtype_conv.h"
 #include "device/reduce.h"
 
 #define GUARD 64           /* guard bytes on each side of a test buffer */
 #define GUARD_BYTE 0xA5
 #define MAX_MISALIGN_ELEMS 3
 
-static const ccl_datatype_t supported_dtypes[] = {CCL_INT8,  CCL_UINT8,  CCL_INT32,   CCL_UINT32,
-                                                  CCL_INT64, CCL_UINT64, CCL_FLOAT32, CCL_FLOAT64};
+static const ccl_datatype_t supported_dtypes[] = {
+    CCL_INT8,    CCL_UINT8,   CCL_INT32,    CCL_UINT32,      CCL_INT64,      CCL_UINT64,
+    CCL_FLOAT16, CCL_FLOAT32, CCL_FLOAT64,  CCL_BFLOAT16,    CCL_FLOAT8_E4M3, CCL_FLOAT8_E5M2};
 #define NUM_SUPPORTED ((int)(sizeof supported_dtypes / sizeof supported_dtypes[0]))
 
 static const ccl_redop_t all_ops[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN, CCL_AVG};
@@ -150,6 +152,142 @@ REF_UINT(u64, uint64_t)
 REF_FLT(f32, float)
 REF_FLT(f64, double)
 
+/* ---- narrow floats: an independent reference ----------------------------- */
+/* Decodes and encodes float16, bfloat16 and float8 from the formats'
+ * definitions with double arithmetic (frexp, ldexp, rint for ties-to-even),
+ * sharing no code with dtype_conv.h. Sums and products of two narrow values
+ * are exact in double, so one rounding gives the correctly rounded result
+ * that float arithmetic plus dtype_conv.h's rounding must also produce. */
+
+typedef struct {
+    const char *name;
+    int ebits, mbits, bias;
+    int fn;            /* E4M3FN: no infinity, NaN only at all-ones */
+    int saturate;      /* overflow and infinity give max finite, not infinity */
+    double max_finite;
+    uint32_t canon_nan; /* what the canonical float NaN converts to */
+} nfmt_t;
+
+static const nfmt_t fmt_f16 = {"float16", 5, 10, 15, 0, 0, 65504.0, 0x7fff};
+static const nfmt_t fmt_bf16 = {"bfloat16", 8, 7, 127, 0, 0, 0x1.fep127, 0x7fff};
+static const nfmt_t fmt_e4m3 = {"float8_e4m3", 4, 3, 7, 1, 1, 448.0, 0x7f};
+static const nfmt_t fmt_e5m2 = {"float8_e5m2", 5, 2, 15, 0, 1, 57344.0, 0x7f};
+
+static uint32_t nref_sign_bit(const nfmt_t *f) { return 1u << (f->ebits + f->mbits); }
+static uint32_t nref_emask(const nfmt_t *f) { return (1u << f->ebits) - 1; }
+static uint32_t nref_mmask(const nfmt_t *f) { return (1u << f->mbits) - 1; }
+
+static int nref_isnan(const nfmt_t *f, uint32_t c)
+{
+    uint32_t e = (c >> f->mbits) & nref_emask(f), m = c & nref_mmask(f);
+    if (f->fn)
+        return e == nref_emask(f) && m == nref_mmask(f);
+    return e == nref_emask(f) && m != 0;
+}
+
+/* Value of a non-NaN code. */
+static double nref_decode(const nfmt_t *f, uint32_t c)
+{
+    uint32_t e = (c >> f->mbits) & nref_emask(f), m = c & nref_mmask(f);
+    double sign = (c & nref_sign_bit(f)) ? -1.0 : 1.0;
+    if (!f->fn && e == nref_emask(f))
+        return sign * INFINITY;
+    if (e == 0)
+        return sign * ldexp((double)m, 1 - f->bias - f->mbits);
+    return sign * ldexp(1.0 + ldexp((double)m, -f->mbits), (int)e - f->bias);
+}
+
+/* Code of a non-NaN double, rounded to nearest even. */
+static uint32_t nref_encode(const nfmt_t *f, double v)
+{
+    uint32_t s = signbit(v) ? nref_sign_bit(f) : 0;
+    double a = fabs(v);
+    uint32_t inf_code = nref_emask(f) << f->mbits;
+    if (a == 0)
+        return s;
+    if (!isinf(a)) {
+        int ex;
+        frexp(a, &ex); /* a in [2^(ex-1), 2^ex) */
+        int q = ex - 1 < 1 - f->bias ? 1 - f->bias : ex - 1;
+        double ulp = ldexp(1.0, q - f->mbits);
+        a = rint(a / ulp) * ulp; /* the default rounding mode: ties to even */
+    }
+    if (a > f->max_finite) {
+        if (!f->saturate)
+            return s | inf_code;
+        a = f->max_finite;
+    }
+    if (a < ldexp(1.0, 1 - f->bias))
+        return s | (uint32_t)(a / ldexp(1.0, 1 - f->bias - f->mbits));
+    int ex;
+    frexp(a, &ex);
+    int e = ex - 1;
+    uint32_t m = (uint32_t)((a / ldexp(1.0, e) - 1.0) * ldexp(1.0, f->mbits));
+    return s | ((uint32_t)(e + f->bias) << f->mbits) | m;
+}
+
+/* A NaN code after a trip through float and back: quiet bit set (float16:
+ * as F16C does), float8 NaN turns into the all-ones one. */
+static uint32_t nref_quiet(const nfmt_t *f, uint32_t c)
+{
+    if (f == &fmt_f16)
+        return c | 0x200;
+    if (f == &fmt_bf16)
+        return c | 0x40;
+    return (c & nref_sign_bit(f)) | 0x7f;
+}
+
+/* Narrow result of a float NaN with bits x (dtype_conv.h's contract). */
+static uint32_t nref_nan_from_f32(const nfmt_t *f, uint32_t x)
+{
+    uint32_t s = (x >> 31) ? nref_sign_bit(f) : 0;
+    if (f == &fmt_f16)
+        return s | 0x7e00 | ((x >> 13) & 0x3ff);
+    if (f == &fmt_bf16)
+        return (x >> 16) | 0x40;
+    return s | 0x7f;
+}
+
+/* a op b on codes: sum/prod/div give the canonical NaN for any NaN result;
+ * max/min pick an operand with `>`/`<` like the float operators, and the
+ * pick goes through float and back too (so an E5M2 infinity saturates). */
+static uint32_t nref_op(const nfmt_t *f, ccl_redop_t op, uint32_t ca, uint32_t cb)
+{
+    int na = nref_isnan(f, ca), nb = nref_isnan(f, cb);
+    double a = na ? NAN : nref_decode(f, ca), b = nb ? NAN : nref_decode(f, cb), r;
+    switch (op) {
+    case CCL_SUM:
+    case CCL_AVG: r = a + b; break;
+    case CCL_PROD: r = a * b; break;
+    case CCL_MAX: {
+        uint32_t c = a > b ? ca : cb;
+        return nref_isnan(f, c) ? nref_quiet(f, c) : nref_encode(f, nref_decode(f, c));
+    }
+    case CCL_MIN: {
+        uint32_t c = a < b ? ca : cb;
+        return nref_isnan(f, c) ? nref_quiet(f, c) : nref_encode(f, nref_decode(f, c));
+    }
+    default: return 0;
+    }
+    return isnan(r) ? f->canon_nan : nref_encode(f, r);
+}
+
+static uint32_t nref_div(const nfmt_t *f, uint32_t c, int n)
+{
+    if (nref_isnan(f, c))
+        return f->canon_nan;
+    return nref_encode(f, nref_decode(f, c) / n);
+}
+
+#define REF_NARROW(name, T, fmt)                                                     \
+    static T ref_##name(ccl_redop_t op, T a, T b) { return (T)nref_op(&fmt, op, a, b); } \
+    static T ref_div_##name(T v, int n) { return (T)nref_div(&fmt, v, n); }
+
+REF_NARROW(f16, uint16_t, fmt_f16)
+REF_NARROW(bf16, uint16_t, fmt_bf16)
+REF_NARROW(e4m3, uint8_t, fmt_e4m3)
+REF_NARROW(e5m2, uint8_t, fmt_e5m2)
+
 /* Counts elements where got[i] != ref(a[i], b[i]) (then divided by nranks
  * when nranks > 1 and op is avg); *first gets the first bad index and the
  * two values as text. Floats compare by value (a +0/-0 tie may come back
@@ -189,6 +327,10 @@ static size_t count_bad(ccl_datatype_t dt, ccl_redop_t op, int nranks, const voi
     case CCL_UINT64: CHECK_BODY(u64, uint64_t, "%llu", unsigned long long) break;
     case CCL_FLOAT32: CHECK_BODY(f32, float, "%.9g", double) break;
     case CCL_FLOAT64: CHECK_BODY(f64, double, "%.17g", double) break;
+    case CCL_FLOAT16: CHECK_BODY(f16, uint16_t, "0x%04x", unsigned) break;
+    case CCL_BFLOAT16: CHECK_BODY(bf16, uint16_t, "0x%04x", unsigned) break;
+    case CCL_FLOAT8_E4M3: CHECK_BODY(e4m3, uint8_t, "0x%02x", unsigned) break;
+    case CCL_FLOAT8_E5M2: CHECK_BODY(e5m2, uint8_t, "0x%02x", unsigned) break;
     default: fail_msg("count_bad: dtype %d not handled", (int)dt);
     }
     return bad;
@@ -246,12 +388,12 @@ static void test_dtype_metadata(void **state)
         {CCL_UINT32, 4, "uint32", 1},
         {CCL_INT64, 8, "int64", 1},
         {CCL_UINT64, 8, "uint64", 1},
-        {CCL_FLOAT16, 2, "float16", 0},
+        {CCL_FLOAT16, 2, "float16", 1},
         {CCL_FLOAT32, 4, "float32", 1},
         {CCL_FLOAT64, 8, "float64", 1},
-        {CCL_BFLOAT16, 2, "bfloat16", 0},
-        {CCL_FLOAT8_E4M3, 1, "float8_e4m3", 0},
-        {CCL_FLOAT8_E5M2, 1, "float8_e5m2", 0},
+        {CCL_BFLOAT16, 2, "bfloat16", 1},
+        {CCL_FLOAT8_E4M3, 1, "float8_e4m3", 1},
+        {CCL_FLOAT8_E5M2, 1, "float8_e5m2", 1},
     };
     assert_int_equal(sizeof rows / sizeof rows[0], CCL_NUM_DTYPES);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -419,6 +561,10 @@ static void test_reduce_int64(void **state) { (void)state; reduce_sweep(CCL_INT6
 static void test_reduce_uint64(void **state) { (void)state; reduce_sweep(CCL_UINT64); }
 static void test_reduce_float32(void **state) { (void)state; reduce_sweep(CCL_FLOAT32); }
 static void test_reduce_float64(void **state) { (void)state; reduce_sweep(CCL_FLOAT64); }
+static void test_reduce_float16(void **state) { (void)state; reduce_sweep(CCL_FLOAT16); }
+static void test_reduce_bfloat16(void **state) { (void)state; reduce_sweep(CCL_BFLOAT16); }
+static void test_reduce_e4m3(void **state) { (void)state; reduce_sweep(CCL_FLOAT8_E4M3); }
+static void test_reduce_e5m2(void **state) { (void)state; reduce_sweep(CCL_FLOAT8_E5M2); }
 
 /* ---- wraparound at the type's edges ------------------------------------- */
 
@@ -492,6 +638,410 @@ static void test_float_specials(void **state)
     WRAP_CASE(double, CCL_FLOAT64, CCL_PROD, -2.5, 4.0, -10.0);
     WRAP_CASE(double, CCL_FLOAT64, CCL_MAX, -1.0, -2.0, -1.0);
     WRAP_CASE(double, CCL_FLOAT64, CCL_MIN, -1.0, -2.0, -2.0);
+}
+
+/* ---- conversions (dtype_conv.h) against the reference --------------------- */
+
+typedef float (*to_f32_fn)(uint32_t);
+typedef uint32_t (*from_f32_fn)(float);
+static float w_f16_to(uint32_t c) { return dev_f16_to_f32((uint16_t)c); }
+static float w_bf16_to(uint32_t c) { return dev_bf16_to_f32((uint16_t)c); }
+static float w_e4m3_to(uint32_t c) { return dev_e4m3_to_f32((uint8_t)c); }
+static float w_e5m2_to(uint32_t c) { return dev_e5m2_to_f32((uint8_t)c); }
+static uint32_t w_f16_from(float f) { return dev_f32_to_f16(f); }
+static uint32_t w_bf16_from(float f) { return dev_f32_to_bf16(f); }
+static uint32_t w_e4m3_from(float f) { return dev_f32_to_e4m3(f); }
+static uint32_t w_e5m2_from(float f) { return dev_f32_to_e5m2(f); }
+
+static const struct conv_case {
+    const nfmt_t *fmt;
+    to_f32_fn to;
+    from_f32_fn from;
+} conv_cases[] = {
+    {&fmt_f16, w_f16_to, w_f16_from},
+    {&fmt_bf16, w_bf16_to, w_bf16_from},
+    {&fmt_e4m3, w_e4m3_to, w_e4m3_from},
+    {&fmt_e5m2, w_e5m2_to, w_e5m2_from},
+};
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The expected narrow code of float f. */
+static uint32_t conv_expect(const nfmt_t *fmt, float f)
+{
+    return isnan(f) ? nref_nan_from_f32(fmt, f32_bits(f)) : nref_encode(fmt, (double)f);
+}
+
+/* Every bit pattern: to float gives the defined value (NaN: a NaN of the
+ * same sign; float16 NaN exactly as F16C widens it, bfloat16 NaN keeps its
+ * bits), and back to the type gives the same pattern (NaN: made quiet;
+ * E5M2 infinity: max finite, since float8 conversions saturate). */
+static void test_conv_exhaustive(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (size_t k = 0; k < sizeof conv_cases / sizeof conv_cases[0]; k++) {
+        const struct conv_case *cc = &conv_cases[k];
+        const nfmt_t *f = cc->fmt;
+        uint32_t ncodes = nref_sign_bit(f) << 1;
+        for (uint32_t c = 0; c < ncodes; c++) {
+            float x = cc->to(c);
+            uint32_t xb = f32_bits(x), back = cc->from(x);
+            int bad = 0;
+            if (nref_isnan(f, c)) {
+                uint32_t want_bits = 0;
+                if (f == &fmt_f16)
+                    want_bits = ((c & 0x8000u) << 16) | 0x7fc00000u | ((c & 0x3ffu) << 13);
+                else if (f == &fmt_bf16)
+                    want_bits = c << 16;
+                bad = !isnan(x) || (signbit(x) != 0) != ((c & nref_sign_bit(f)) != 0) ||
+                      (want_bits && xb != want_bits) || back != nref_quiet(f, c);
+            } else {
+                double v = nref_decode(f, c);
+                uint32_t want_back = (f == &fmt_e5m2 && isinf(v)) ? (c & 0x80u) | 0x7bu : c;
+                bad = f32_bits((float)v) != xb || back != want_back;
+            }
+            if (bad && failures++ < 10)
+                print_error("%s code 0x%x: to float 0x%08x, back 0x%x\n", f->name, c, xb, back);
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* Float -> narrow around every representable value: the value itself, the
+ * midpoint to the next one (a tie), one float step either side of the
+ * midpoint, both signs; then past the largest finite value. */
+static void test_conv_ties_and_neighbours(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (size_t k = 0; k < sizeof conv_cases / sizeof conv_cases[0]; k++) {
+        const struct conv_case *cc = &conv_cases[k];
+        const nfmt_t *f = cc->fmt;
+        uint32_t top = nref_sign_bit(f); /* positive codes, increasing in value */
+        for (uint32_t c = 0; c + 1 < top; c++) {
+            if (nref_isnan(f, c) || nref_isnan(f, c + 1) || isinf(nref_decode(f, c)))
+                continue;
+            double lo = nref_decode(f, c), hi = nref_decode(f, c + 1);
+            if (isinf(hi)) /* the would-be next value past the largest finite one */
+                hi = lo + (lo - nref_decode(f, c - 1));
+            float mid = (float)((lo + hi) / 2); /* exact: one more bit than the type */
+            float probes[] = {(float)lo, mid, nextafterf(mid, 0.0f), nextafterf(mid, INFINITY)};
+            for (size_t p = 0; p < sizeof probes / sizeof probes[0]; p++) {
+                for (int sg = 0; sg < 2; sg++) {
+                    float x = sg ? -probes[p] : probes[p];
+                    uint32_t got = cc->from(x), want = conv_expect(f, x);
+                    if (got != want && failures++ < 10)
+                        print_error("%s from %a (0x%08x): got 0x%x want 0x%x\n", f->name, (double)x,
+                                    f32_bits(x), got, want);
+                }
+            }
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* Float -> narrow over a stride through all 2^32 float bit patterns
+ * (every exponent, NaN payloads, subnormals). */
+static void test_conv_float_sweep(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (size_t k = 0; k < sizeof conv_cases / sizeof conv_cases[0]; k++) {
+        const struct conv_case *cc = &conv_cases[k];
+        for (uint64_t b = 0; b < (1ull << 32); b += 1021) {
+            float x = bits_f32((uint32_t)b);
+            uint32_t got = cc->from(x), want = conv_expect(cc->fmt, x);
+            if (got != want && failures++ < 10)
+                print_error("%s from 0x%08x: got 0x%x want 0x%x\n", cc->fmt->name, (uint32_t)b, got,
+                            want);
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* Literal cases, worked out by hand from the format definitions. */
+static void test_conv_literals(void **state)
+{
+    (void)state;
+    /* float16: ties to even, overflow to infinity at 65520, subnormals. */
+    assert_int_equal(dev_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);          /* tie -> even */
+    assert_int_equal(dev_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);      /* tie -> even (up) */
+    assert_int_equal(dev_f32_to_f16(1.0f + 0x1p-11f + 0x1p-23f), 0x3c01);
+    assert_int_equal(dev_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(dev_f32_to_f16(65519.996f), 0x7bff);
+    assert_int_equal(dev_f32_to_f16(65520.0f), 0x7c00);                 /* tie past max: inf */
+    assert_int_equal(dev_f32_to_f16(-1e9f), 0xfc00);
+    assert_int_equal(dev_f32_to_f16(-INFINITY), 0xfc00);
+    assert_int_equal(dev_f32_to_f16(0x1p-24f), 0x0001);                 /* smallest subnormal */
+    assert_int_equal(dev_f32_to_f16(0x1p-25f), 0x0000);                 /* tie -> even 0 */
+    assert_int_equal(dev_f32_to_f16(0x1.000002p-25f), 0x0001);
+    assert_int_equal(dev_f32_to_f16(3 * 0x1p-25f), 0x0002);             /* tie 1.5 -> 2 */
+    assert_int_equal(dev_f32_to_f16(-0.0f), 0x8000);
+    assert_int_equal(dev_f32_to_f16(0x1.ff8p-15f), 0x03ff);             /* largest subnormal */
+    assert_int_equal(dev_f32_to_f16(0x1.ffcp-15f), 0x0400);             /* tie -> even: normal */
+    assert_int_equal(dev_f32_to_f16(1e-45f), 0x0000);                   /* float subnormal */
+    assert_true(dev_f16_to_f32(0x0001) == 0x1p-24f);
+    assert_true(dev_f16_to_f32(0x7bff) == 65504.0f);
+    assert_true(dev_f16_to_f32(0xfc00) == -INFINITY);
+    /* bfloat16: the top half of a float, rounded. */
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x3f808000u)), 0x3f80);  /* tie -> even */
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x3f818000u)), 0x3f82);  /* tie -> even (up) */
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x3f808001u)), 0x3f81);
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x7f7f7fffu)), 0x7f7f);
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x7f7f8000u)), 0x7f80);  /* overflow: inf */
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x00008000u)), 0x0000);  /* subnormal tie */
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x00018000u)), 0x0002);
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0xff800000u)), 0xff80);
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0x7f800001u)), 0x7fc0);  /* sNaN: quiet NaN */
+    assert_int_equal(dev_f32_to_bf16(bits_f32(0xffffffffu)), 0xffff);
+    /* float8 E4M3FN: max 448, saturating, no infinity. */
+    assert_int_equal(dev_f32_to_e4m3(448.0f), 0x7e);
+    assert_int_equal(dev_f32_to_e4m3(464.0f), 0x7e);                   /* would round to 480 */
+    assert_int_equal(dev_f32_to_e4m3(1e30f), 0x7e);
+    assert_int_equal(dev_f32_to_e4m3(INFINITY), 0x7e);
+    assert_int_equal(dev_f32_to_e4m3(-INFINITY), 0xfe);
+    assert_int_equal(dev_f32_to_e4m3(NAN), 0x7f);
+    assert_int_equal(dev_f32_to_e4m3(-NAN), 0xff);
+    assert_int_equal(dev_f32_to_e4m3(0x1p-9f), 0x01);                  /* smallest subnormal */
+    assert_int_equal(dev_f32_to_e4m3(0x1p-10f), 0x00);                 /* tie -> even 0 */
+    assert_int_equal(dev_f32_to_e4m3(3 * 0x1p-10f), 0x02);             /* tie 1.5 -> 2 */
+    assert_int_equal(dev_f32_to_e4m3(1.0625f), 0x38);                  /* tie -> even 1.0 */
+    assert_int_equal(dev_f32_to_e4m3(1.1875f), 0x3a);                  /* tie -> even 1.25 */
+    assert_true(dev_e4m3_to_f32(0x7e) == 448.0f);
+    assert_true(dev_e4m3_to_f32(0x01) == 0x1p-9f);
+    assert_true(dev_e4m3_to_f32(0x78) == 256.0f); /* S.1111.000 is finite in E4M3FN */
+    assert_true(isnan(dev_e4m3_to_f32(0x7f)) && isnan(dev_e4m3_to_f32(0xff)));
+    /* float8 E5M2: max 57344, saturating; has infinity and NaN codes. */
+    assert_int_equal(dev_f32_to_e5m2(57344.0f), 0x7b);
+    assert_int_equal(dev_f32_to_e5m2(61440.0f), 0x7b);                 /* would round to inf */
+    assert_int_equal(dev_f32_to_e5m2(-INFINITY), 0xfb);
+    assert_int_equal(dev_f32_to_e5m2(NAN), 0x7f);
+    assert_int_equal(dev_f32_to_e5m2(0x1p-16f), 0x01);
+    assert_int_equal(dev_f32_to_e5m2(0x1p-17f), 0x00);
+    assert_int_equal(dev_f32_to_e5m2(3 * 0x1p-17f), 0x02);
+    assert_int_equal(dev_f32_to_e5m2(1.125f), 0x3c);                   /* tie -> even 1.0 */
+    assert_int_equal(dev_f32_to_e5m2(1.375f), 0x3e);                   /* tie -> even 1.5 */
+    assert_true(dev_e5m2_to_f32(0x7c) == INFINITY);
+    assert_true(dev_e5m2_to_f32(0x7b) == 57344.0f);
+    assert_true(isnan(dev_e5m2_to_f32(0x7d)));
+}
+
+/* Narrow-type arithmetic at the edges: overflow, saturation, NaN. */
+static void test_narrow_op_literals(void **state)
+{
+    (void)state;
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_SUM, 0x7bff, 0x5000, 0x7c00);   /* 65504 + 32 -> inf */
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_SUM, 0x7bff, 0x4c00, 0x7c00);   /* 65504 + 16: tie -> inf */
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_SUM, 0x7bff, 0x4800, 0x7bff);   /* 65504 + 8 */
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_SUM, 0x0001, 0x0001, 0x0002);   /* subnormals */
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_SUM, 0x7c00, 0xfc00, 0x7fff);   /* inf - inf: NaN */
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_PROD, 0x3c00, 0x7d00, 0x7fff);  /* NaN in: canonical */
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_MAX, 0x3c00, 0x7d00, 0x7f00);   /* picked NaN, quiet */
+    WRAP_CASE(uint16_t, CCL_FLOAT16, CCL_MAX, 0x7d00, 0x3c00, 0x3c00);
+    WRAP_CASE(uint16_t, CCL_BFLOAT16, CCL_SUM, 0x3f80, 0x3b80, 0x3f80);  /* 1 + 2^-8: tie -> even */
+    WRAP_CASE(uint16_t, CCL_BFLOAT16, CCL_SUM, 0x7f7f, 0x7f7f, 0x7f80);  /* overflow: inf */
+    WRAP_CASE(uint16_t, CCL_BFLOAT16, CCL_PROD, 0x0001, 0x3f00, 0x0000); /* 2^-133 / 2: tie -> 0 */
+    WRAP_CASE(uint16_t, CCL_BFLOAT16, CCL_MIN, 0x8000, 0x0000, 0x0000);  /* -0 < +0 is false */
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E4M3, CCL_SUM, 0x7e, 0x7e, 0x7e);      /* 448 + 448: saturate */
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E4M3, CCL_PROD, 0xfe, 0x7e, 0xfe);
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E4M3, CCL_SUM, 0x7f, 0x00, 0x7f);      /* NaN */
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E4M3, CCL_SUM, 0x01, 0x01, 0x02);
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E5M2, CCL_SUM, 0x7b, 0x7b, 0x7b);      /* saturate */
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E5M2, CCL_SUM, 0x7c, 0x3c, 0x7b);      /* inf in: saturates */
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E5M2, CCL_SUM, 0x7c, 0xfc, 0x7f);      /* inf - inf: NaN */
+    WRAP_CASE(uint8_t, CCL_FLOAT8_E5M2, CCL_MAX, 0xfc, 0x00, 0x00);
+}
+
+/* float/double: every NaN result of sum, prod and avg's division is the
+ * canonical NaN (all payload bits, positive), whatever the NaN operands. */
+static void test_float_nan_canonical(void **state)
+{
+    (void)state;
+    static const uint32_t nans32[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xffa5a5a5u, 0x7fffffffu};
+    float xs[67], ys[67], d[67];
+    for (size_t i = 0; i < sizeof nans32 / sizeof nans32[0]; i++) {
+        for (size_t j = 0; j < sizeof nans32 / sizeof nans32[0]; j++) {
+            for (int k = 0; k < 67; k++) {
+                xs[k] = bits_f32(nans32[i]);
+                ys[k] = (k % 3 == 0) ? bits_f32(nans32[j]) : (k % 3 == 1 ? 1.0f : INFINITY);
+            }
+            for (int op = CCL_SUM; op <= CCL_PROD; op++) {
+                dev_reduce(CCL_FLOAT32, (ccl_redop_t)op, d, NULL, xs, ys, 67);
+                for (int k = 0; k < 67; k++)
+                    assert_int_equal(f32_bits(d[k]), 0x7fffffffu);
+                dev_reduce(CCL_FLOAT32, (ccl_redop_t)op, d, NULL, ys, xs, 67);
+                for (int k = 0; k < 67; k++)
+                    assert_int_equal(f32_bits(d[k]), 0x7fffffffu);
+            }
+        }
+    }
+    for (int k = 0; k < 67; k++) {
+        xs[k] = INFINITY;
+        ys[k] = (k & 1) ? -INFINITY : 0.0f;
+    }
+    dev_reduce(CCL_FLOAT32, CCL_SUM, d, NULL, xs, ys, 67);  /* inf - inf */
+    for (int k = 1; k < 67; k += 2)
+        assert_int_equal(f32_bits(d[k]), 0x7fffffffu);
+    dev_reduce(CCL_FLOAT32, CCL_PROD, d, NULL, xs, ys, 67); /* inf * 0 */
+    for (int k = 0; k < 67; k += 2)
+        assert_int_equal(f32_bits(d[k]), 0x7fffffffu);
+    d[0] = bits_f32(0xff800001u);
+    dev_postop(CCL_FLOAT32, CCL_AVG, d, 1, 3);
+    assert_int_equal(f32_bits(d[0]), 0x7fffffffu);
+    double xd[9], yd[9], dd[9];
+    for (int k = 0; k < 9; k++) {
+        uint64_t na = 0xfff0000000000001ull + (uint64_t)k, nb = 0x7ff8000000000000ull;
+        memcpy(&xd[k], &na, 8);
+        memcpy(&yd[k], &nb, 8);
+    }
+    dev_reduce(CCL_FLOAT64, CCL_SUM, dd, NULL, xd, yd, 9);
+    for (int k = 0; k < 9; k++) {
+        uint64_t u;
+        memcpy(&u, &dd[k], 8);
+        assert_true(u == 0x7fffffffffffffffull);
+    }
+    /* max/min pick an operand, NaN or not, bit for bit. */
+    for (int k = 0; k < 67; k++) {
+        xs[k] = bits_f32(0xffa5a5a5u);
+        ys[k] = 2.0f;
+    }
+    dev_reduce(CCL_FLOAT32, CCL_MAX, d, NULL, ys, xs, 67);
+    for (int k = 0; k < 67; k++)
+        assert_int_equal(f32_bits(d[k]), 0xffa5a5a5u);
+    dev_reduce(CCL_FLOAT32, CCL_MIN, d, NULL, xs, ys, 67);
+    for (int k = 0; k < 67; k++)
+        assert_true(d[k] == 2.0f);
+}
+
+/* Narrow avg: sum, then divide in float and round back. */
+static void test_avg_narrow_literals(void **state)
+{
+    (void)state;
+    uint16_t h[3] = {0x3c00, 0x0001, 0x7bff};  /* 1, 2^-24, 65504 */
+    dev_postop(CCL_FLOAT16, CCL_AVG, h, 3, 3);
+    assert_int_equal(h[0], 0x3555);            /* 1/3 = 0x1.555p-2 rounded */
+    assert_int_equal(h[1], 0x0000);            /* 2^-24 / 3 < half a subnormal */
+    assert_int_equal(h[2], 0x7555);            /* 21834.67 -> 21840 */
+    uint16_t b[2] = {0x3f80, 0x0002};          /* 1, 2^-132 */
+    dev_postop(CCL_BFLOAT16, CCL_AVG, b, 2, 4);
+    assert_int_equal(b[0], 0x3e80);
+    assert_int_equal(b[1], 0x0000);            /* 2^-134: tie -> even 0 */
+    uint8_t e4[2] = {0x7e, 0x08};              /* 448, 2^-6 */
+    dev_postop(CCL_FLOAT8_E4M3, CCL_AVG, e4, 2, 7);
+    assert_int_equal(e4[0], 0x68);             /* 64 */
+    assert_int_equal(e4[1], 0x01);             /* 2^-6/7 -> 2^-9 (1.14 units) */
+    uint8_t e5[1] = {0x7b};
+    dev_postop(CCL_FLOAT8_E5M2, CCL_AVG, e5, 1, 1024);
+    assert_int_equal(e5[0], 0x53);             /* 56 */
+}
+
+/* ---- dev_premul ------------------------------------------------------------ */
+
+static int premul_check(ccl_datatype_t dt, const void *got, const void *scalar, const void *src,
+                        size_t n)
+{
+    size_t es = dev_dtype_size(dt);
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i++) {
+        const unsigned char *g = (const unsigned char *)got + i * es;
+        const unsigned char *x = (const unsigned char *)src + i * es;
+        unsigned char want[8];
+#define PM_CASE(DT, name, T)                                                            \
+    case DT: {                                                                          \
+        T s_, x_, w_;                                                                   \
+        memcpy(&s_, scalar, sizeof s_);                                                 \
+        memcpy(&x_, x, sizeof x_);                                                      \
+        w_ = ref_##name(CCL_PROD, s_, x_);                                              \
+        memcpy(want, &w_, sizeof w_);                                                   \
+        break;                                                                          \
+    }
+        switch (dt) {
+        PM_CASE(CCL_INT8, i8, int8_t)
+        PM_CASE(CCL_UINT8, u8, uint8_t)
+        PM_CASE(CCL_INT32, i32, int32_t)
+        PM_CASE(CCL_UINT32, u32, uint32_t)
+        PM_CASE(CCL_INT64, i64, int64_t)
+        PM_CASE(CCL_UINT64, u64, uint64_t)
+        PM_CASE(CCL_FLOAT16, f16, uint16_t)
+        PM_CASE(CCL_FLOAT32, f32, float)
+        PM_CASE(CCL_FLOAT64, f64, double)
+        PM_CASE(CCL_BFLOAT16, bf16, uint16_t)
+        PM_CASE(CCL_FLOAT8_E4M3, e4m3, uint8_t)
+        PM_CASE(CCL_FLOAT8_E5M2, e5m2, uint8_t)
+        default: fail();
+        }
+#undef PM_CASE
+        /* The float references are finite here (fill_random), so bits. */
+        if (memcmp(g, want, es) != 0) {
+            print_error("premul %s n=%zu: element %zu differs\n", dev_dtype_name(dt), n, i);
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
+static void test_premul(void **state)
+{
+    (void)state;
+    uint64_t s = 4321;
+    int failures = 0;
+    static const size_t pm_sizes[] = {0, 1, 7, 33, 64, 1001, 4099};
+    for (int t = 0; t < NUM_SUPPORTED; t++) {
+        ccl_datatype_t dt = supported_dtypes[t];
+        size_t es = dev_dtype_size(dt);
+        for (size_t z = 0; z < sizeof pm_sizes / sizeof pm_sizes[0]; z++) {
+            for (int inplace = 0; inplace < 2; inplace++) {
+                size_t n = pm_sizes[z], bytes = n * es;
+                gbuf_t src, dst;
+                gbuf_alloc(&src, bytes, es * (size_t)(1 + inplace));
+                gbuf_alloc(&dst, bytes, es * 3);
+                fill_random(src.p, dt, n, &s);
+                unsigned char *orig = malloc(bytes + 1), sc[9];
+                assert_non_null(orig);
+                memcpy(orig, src.p, bytes);
+                fill_random(sc + 1, dt, 1, &s); /* an unaligned scalar */
+                void *out = inplace ? src.p : dst.p;
+                dev_premul(dt, out, src.p, n, sc + 1);
+                failures += premul_check(dt, out, sc + 1, orig, n);
+                if (!inplace && memcmp(src.p, orig, bytes) != 0) {
+                    print_error("premul %s: source modified\n", dev_dtype_name(dt));
+                    failures++;
+                }
+                if (!gbuf_guards_ok(&src) || !gbuf_guards_ok(&dst)) {
+                    print_error("premul %s n=%zu: guard damaged\n", dev_dtype_name(dt), n);
+                    failures++;
+                }
+                free(orig);
+                gbuf_free(&src);
+                gbuf_free(&dst);
+            }
+        }
+    }
+    /* Literals: wrapping and narrow rounding. */
+    int8_t i8s = -128, i8v[3] = {1, -1, 3};
+    dev_premul(CCL_INT8, i8v, i8v, 3, &i8s);
+    assert_true(i8v[0] == -128 && i8v[1] == -128 && i8v[2] == -128);
+    uint16_t hs = 0x3555, hv[2] = {0x4200, 0x7bff}; /* (1/3) * 3, (1/3) * 65504 */
+    dev_premul(CCL_FLOAT16, hv, hv, 2, &hs);
+    assert_int_equal(hv[0], 0x3c00);
+    assert_int_equal(hv[1], 0x7554); /* 21829.3 -> 21824 */
+    uint8_t e4s = 0x48, e4v[1] = {0x7e}; /* 4 * 448: saturates */
+    dev_premul(CCL_FLOAT8_E4M3, e4v, e4v, 1, &e4s);
+    assert_int_equal(e4v[0], 0x7e);
+    assert_int_equal(failures, 0);
 }
 
 /* ---- avg: sum, then dev_postop divides by nranks ------------------------- */
@@ -713,11 +1263,23 @@ int main(void)
         cmocka_unit_test(test_reduce_uint64),
         cmocka_unit_test(test_reduce_float32),
         cmocka_unit_test(test_reduce_float64),
+        cmocka_unit_test(test_reduce_float16),
+        cmocka_unit_test(test_reduce_bfloat16),
+        cmocka_unit_test(test_reduce_e4m3),
+        cmocka_unit_test(test_reduce_e5m2),
+        cmocka_unit_test(test_conv_exhaustive),
+        cmocka_unit_test(test_conv_ties_and_neighbours),
+        cmocka_unit_test(test_conv_float_sweep),
+        cmocka_unit_test(test_conv_literals),
         cmocka_unit_test(test_integer_wraparound),
+        cmocka_unit_test(test_narrow_op_literals),
+        cmocka_unit_test(test_float_nan_canonical),
         cmocka_unit_test(test_float_specials),
         cmocka_unit_test(test_avg_postop),
         cmocka_unit_test(test_avg_integer_division_literals),
+        cmocka_unit_test(test_avg_narrow_literals),
         cmocka_unit_test(test_postop_noop),
+        cmocka_unit_test(test_premul),
         cmocka_unit_test(test_copy_stream_small_all_alignments),
         cmocka_unit_test(test_copy_stream_large),
     };
