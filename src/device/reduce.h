@@ -30,4 +30,25 @@ void dev_postop(ccl_datatype_t dtype, ccl_redop_t op, void *buf, size_t n, int n
  * float and round back (reduce_ops.h). dst may equal src. */
 void dev_premul(ccl_datatype_t dtype, void *dst, const void *src, size_t n, const void *scalar);
 
+/* SIMD levels of the host kernels. Every level computes the same bits; they
+ * differ only in speed. "scalar" is the portable C loop (which the compiler
+ * may still vectorise for baseline x86-64). */
+typedef enum {
+    DEV_SIMD_SCALAR = 0,
+    DEV_SIMD_AVX2 = 1,   /* AVX2 + F16C */
+    DEV_SIMD_AVX512 = 2, /* AVX-512 F, BW, VL, DQ */
+    DEV_SIMD_NUM_LEVELS
+} dev_simd_t;
+
+/* The best level this CPU runs (what the kernels use unless forced). */
+dev_simd_t dev_simd_best(void);
+/* Makes every later call in this process use `level`, lowered to
+ * dev_simd_best() when the CPU lacks it (an out-of-range level means the
+ * best); returns the level now in use. For benchmarks and tests: switching
+ * while other threads reduce is safe, but which level a running call uses
+ * is then unspecified. */
+dev_simd_t dev_simd_force(dev_simd_t level);
+dev_simd_t dev_simd_current(void);
+const char *dev_simd_name(dev_simd_t level);
+
 #endif

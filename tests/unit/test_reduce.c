@@ -14,6 +14,18 @@
  * other ops and for one rank; dev_copy_stream + dev_copy_fence for every
  * destination and source misalignment 0..63 and every length 0..600, plus
  * large copies, with the bytes around the destination left untouched.
+ *
+ * The narrow floats (float16, bfloat16, float8 E4M3/E5M2) are checked
+ * against a reference written here from the formats' definitions with
+ * double arithmetic (no code shared with dtype_conv.h): every bit pattern
+ * to float and back, ties and neighbours of every representable value,
+ * a stride through all 2^32 floats, overflow (float16/bfloat16 to
+ * infinity, float8 saturating), NaN bits, and every op on random bit
+ * patterns. Float sum/prod/avg give the canonical NaN. dev_premul for every
+ * dtype. Every SIMD level (dev_simd_force) must give the scalar level's
+ * bits for every dtype and op, on special values, on every float16 and
+ * bfloat16 pattern against many partners, past the non-temporal threshold,
+ * and for avg's division and premul.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1010,9 +1022,11 @@ static void test_premul(void **state)
                 gbuf_alloc(&dst, bytes, es * 3);
                 fill_random(src.p, dt, n, &s);
                 unsigned char *orig = malloc(bytes + 1), sc[9];
+                uint64_t scv;
                 assert_non_null(orig);
                 memcpy(orig, src.p, bytes);
-                fill_random(sc + 1, dt, 1, &s); /* an unaligned scalar */
+                fill_random(&scv, dt, 1, &s);
+                memcpy(sc + 1, &scv, es); /* an unaligned scalar */
                 void *out = inplace ? src.p : dst.p;
                 dev_premul(dt, out, src.p, n, sc + 1);
                 failures += premul_check(dt, out, sc + 1, orig, n);
@@ -1150,6 +1164,265 @@ static void test_postop_noop(void **state)
     }
 }
 
+/* ---- SIMD levels: the same bits as the portable loop ----------------------- */
+
+/* Bit patterns a float kernel must treat carefully, per element size. */
+static const uint32_t specials32[] = {
+    0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u,
+    0xffa5a5a5u, 0x7fffffffu, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu,
+    0x3f800000u, 0x477fe000u, 0x477ff000u, 0x33800000u, 0x33000000u, 0x3f808000u, 0x7f7f8000u,
+    0x00008000u, 0x43e00000u, 0x47600000u};
+static const uint16_t specials16[] = {
+    0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x7d00, 0xfe01, 0x7fff, 0x0001, 0x83ff, 0x0400,
+    0x7bff, 0xfbff, 0x3c00, 0x7f80, 0xff80, 0x7fc0, 0x7f81, 0x0080, 0x007f, 0x7f7f, 0x3f80};
+static const uint8_t specials8[] = {0x00, 0x80, 0x7f, 0xff, 0x7e, 0xfe, 0x7c, 0xfc,
+                                    0x7b, 0x7d, 0x01, 0x81, 0x08, 0x07, 0x38, 0x3c};
+
+/* Random bits, a quarter of them replaced by special patterns. */
+static void fill_bits(void *buf, ccl_datatype_t dt, size_t n, uint64_t *s)
+{
+    size_t es = dev_dtype_size(dt);
+    unsigned char *p = buf;
+    for (size_t i = 0; i < n * es; i++)
+        p[i] = (unsigned char)rng_next(s);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = rng_next(s);
+        if ((r & 3) != 0)
+            continue;
+        r >>= 2;
+        if (es == 4)
+            memcpy(p + i * 4, &specials32[r % (sizeof specials32 / 4)], 4);
+        else if (es == 2)
+            memcpy(p + i * 2, &specials16[r % (sizeof specials16 / 2)], 2);
+        else if (es == 1)
+            p[i] = specials8[r % sizeof specials8];
+    }
+}
+
+static int levels_differ(dev_simd_t lvl, const char *what, ccl_datatype_t dt, size_t n,
+                         const void *want, const void *got, size_t bytes)
+{
+    if (memcmp(want, got, bytes) == 0)
+        return 0;
+    size_t es = dev_dtype_size(dt), i = 0;
+    while (memcmp((const char *)want + i * es, (const char *)got + i * es, es) == 0)
+        i++;
+    uint64_t w = 0, g = 0;
+    memcpy(&w, (const char *)want + i * es, es);
+    memcpy(&g, (const char *)got + i * es, es);
+    print_error("%s %s %s n=%zu: [%zu] scalar 0x%llx, %s 0x%llx\n", dev_simd_name(lvl), what,
+                dev_dtype_name(dt), n, i, (unsigned long long)w, dev_simd_name(lvl),
+                (unsigned long long)g);
+    return 1;
+}
+
+/* One reduce at every level above scalar, compared bit for bit with the
+ * scalar level. Buffers: a, b, dst, dst2 at the given byte offsets in
+ * their own allocations; alias 0: dst separate, 1: dst == a, 2: dst == b. */
+static int compare_levels_reduce(ccl_datatype_t dt, ccl_redop_t op, size_t n, int alias,
+                                 int with_dst2, const size_t off[4], uint64_t seed)
+{
+    size_t es = dev_dtype_size(dt), bytes = n * es;
+    unsigned char *mem[4], *p[4];
+    for (int k = 0; k < 4; k++) {
+        mem[k] = malloc(bytes + 128);
+        assert_non_null(mem[k]);
+        p[k] = mem[k] + off[k];
+    }
+    unsigned char *a0 = malloc(bytes + 1), *b0 = malloc(bytes + 1);
+    unsigned char *want = malloc(bytes + 1), *want2 = malloc(bytes + 1);
+    assert_true(a0 && b0 && want && want2);
+    uint64_t s = seed;
+    fill_bits(a0, dt, n, &s);
+    fill_bits(b0, dt, n, &s);
+    int failures = 0;
+    dev_simd_t best = dev_simd_best();
+    for (int l = DEV_SIMD_SCALAR; l <= (int)best; l++) {
+        dev_simd_force((dev_simd_t)l);
+        memcpy(p[0], a0, bytes);
+        memcpy(p[1], b0, bytes);
+        memset(p[2], 0x5a, bytes);
+        memset(p[3], 0x5a, bytes);
+        void *dst = alias == 1 ? p[0] : alias == 2 ? p[1] : p[2];
+        dev_reduce(dt, op, dst, with_dst2 ? p[3] : NULL, p[0], p[1], n);
+        if (l == DEV_SIMD_SCALAR) {
+            memcpy(want, dst, bytes);
+            memcpy(want2, p[3], bytes);
+            continue;
+        }
+        failures += levels_differ((dev_simd_t)l, dev_op_name(op), dt, n, want, dst, bytes);
+        if (with_dst2)
+            failures += levels_differ((dev_simd_t)l, "dst2", dt, n, want2, p[3], bytes);
+    }
+    dev_simd_force(best);
+    for (int k = 0; k < 4; k++)
+        free(mem[k]);
+    free(a0);
+    free(b0);
+    free(want);
+    free(want2);
+    return failures;
+}
+
+static void test_simd_levels_bitwise(void **state)
+{
+    (void)state;
+    dev_simd_t best = dev_simd_best();
+    print_message("SIMD levels compared with scalar: up to %s\n", dev_simd_name(best));
+    if (best == DEV_SIMD_SCALAR)
+        skip();
+    static const size_t lens[] = {0, 1, 7, 15, 16, 17, 31, 33, 63, 64, 65, 127, 129, 1000, 4099};
+    static const size_t offs[][4] = {{0, 0, 0, 0}, {1, 2, 3, 5}, {3, 1, 0, 2}, {2, 2, 1, 7}};
+    static const ccl_redop_t ops4[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN};
+    uint64_t seed = 77;
+    int failures = 0;
+    for (int t = 0; t < NUM_SUPPORTED; t++) {
+        ccl_datatype_t dt = supported_dtypes[t];
+        size_t es = dev_dtype_size(dt);
+        for (int o = 0; o < 4; o++)
+            for (size_t z = 0; z < sizeof lens / sizeof lens[0]; z++)
+                for (int alias = 0; alias < 3; alias++)
+                    for (size_t m = 0; m < sizeof offs / sizeof offs[0]; m++) {
+                        size_t off[4];
+                        for (int k = 0; k < 4; k++)
+                            off[k] = offs[m][k] * es;
+                        failures += compare_levels_reduce(dt, ops4[o], lens[z], alias, (int)(m & 1),
+                                                          off, seed++);
+                        if (failures > 20)
+                            fail_msg("too many differences");
+                    }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* Outputs past the non-temporal threshold (8 MiB): streaming stores after
+ * an unaligned head, dst2 at the same and at a different 64-byte phase. */
+static void test_simd_levels_large(void **state)
+{
+    (void)state;
+    if (dev_simd_best() == DEV_SIMD_SCALAR)
+        skip();
+    static const ccl_datatype_t dts[] = {CCL_FLOAT32, CCL_FLOAT16, CCL_BFLOAT16};
+    static const ccl_redop_t ops4[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN};
+    int failures = 0;
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
+        size_t es = dev_dtype_size(dts[t]), n = ((size_t)9 << 20) / es + 13;
+        for (size_t o = 0; o < 4; o++) {
+            size_t off_same[4] = {0, es, 3 * es, 3 * es}, off_diff[4] = {es, 0, 5 * es, 0};
+            failures += compare_levels_reduce(dts[t], ops4[o], n, (int)(o & 1), 1,
+                                              (o & 2) ? off_diff : off_same, 1000 + o);
+            failures += compare_levels_reduce(dts[t], ops4[o], n, 2, 0, off_diff, 2000 + o);
+        }
+    }
+    assert_int_equal(failures, 0);
+}
+
+/* float16 and bfloat16: every bit pattern against a spread of partners
+ * (rotations of all patterns, and each special), every op, every level. */
+static void test_simd_levels_all_half_pairs(void **state)
+{
+    (void)state;
+    dev_simd_t best = dev_simd_best();
+    if (best == DEV_SIMD_SCALAR)
+        skip();
+    static const ccl_datatype_t dts[] = {CCL_FLOAT16, CCL_BFLOAT16};
+    static const ccl_redop_t ops4[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN};
+    static const uint32_t rot[] = {1, 0x0400, 0x3c00, 0x7c01, 0x8000, 0x8001, 0xbc00, 0x1234};
+    enum { NP = 65536 };
+    size_t nb = sizeof rot / sizeof rot[0] + sizeof specials16 / sizeof specials16[0];
+    size_t n = NP * nb;
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2), *want = malloc(n * 2), *got = malloc(n * 2);
+    assert_true(a && b && want && got);
+    for (size_t j = 0; j < nb; j++)
+        for (uint32_t c = 0; c < NP; c++) {
+            a[j * NP + c] = (uint16_t)c;
+            b[j * NP + c] = j < sizeof rot / sizeof rot[0]
+                                ? (uint16_t)(c + rot[j])
+                                : specials16[j - sizeof rot / sizeof rot[0]];
+        }
+    int failures = 0;
+    for (size_t t = 0; t < 2; t++)
+        for (size_t o = 0; o < 4; o++) {
+            dev_simd_force(DEV_SIMD_SCALAR);
+            dev_reduce(dts[t], ops4[o], want, NULL, a, b, n);
+            for (int l = DEV_SIMD_SCALAR + 1; l <= (int)best; l++) {
+                dev_simd_force((dev_simd_t)l);
+                dev_reduce(dts[t], ops4[o], got, NULL, a, b, n);
+                failures += levels_differ((dev_simd_t)l, dev_op_name(ops4[o]), dts[t], n, want, got,
+                                          n * 2);
+                dev_reduce(dts[t], ops4[o], got, NULL, b, a, n); /* operands swapped */
+                dev_simd_force(DEV_SIMD_SCALAR);
+                dev_reduce(dts[t], ops4[o], want, NULL, b, a, n);
+                failures += levels_differ((dev_simd_t)l, "swapped", dts[t], n, want, got, n * 2);
+                dev_reduce(dts[t], ops4[o], want, NULL, a, b, n);
+            }
+        }
+    dev_simd_force(best);
+    free(a);
+    free(b);
+    free(want);
+    free(got);
+    assert_int_equal(failures, 0);
+}
+
+/* avg's division and premul at every level. */
+static void test_simd_levels_postop_premul(void **state)
+{
+    (void)state;
+    dev_simd_t best = dev_simd_best();
+    if (best == DEV_SIMD_SCALAR)
+        skip();
+    int failures = 0;
+    uint64_t s = 31337;
+    for (int t = 0; t < NUM_SUPPORTED; t++) {
+        ccl_datatype_t dt = supported_dtypes[t];
+        size_t es = dev_dtype_size(dt), n = 1031, bytes = n * es;
+        unsigned char *src = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes), sc[8];
+        assert_true(src && want && got);
+        fill_bits(src, dt, n, &s);
+        fill_bits(sc, dt, 1, &s);
+        for (int l = DEV_SIMD_SCALAR + 1; l <= (int)best; l++) {
+            static const int nr[] = {2, 3, 7, 1000};
+            for (size_t r = 0; r < sizeof nr / sizeof nr[0]; r++) {
+                dev_simd_force(DEV_SIMD_SCALAR);
+                memcpy(want, src, bytes);
+                dev_postop(dt, CCL_AVG, want, n, nr[r]);
+                dev_simd_force((dev_simd_t)l);
+                memcpy(got, src, bytes);
+                dev_postop(dt, CCL_AVG, got, n, nr[r]);
+                failures += levels_differ((dev_simd_t)l, "avg", dt, n, want, got, bytes);
+            }
+            dev_simd_force(DEV_SIMD_SCALAR);
+            dev_premul(dt, want, src, n, sc);
+            dev_simd_force((dev_simd_t)l);
+            dev_premul(dt, got, src, n, sc);
+            failures += levels_differ((dev_simd_t)l, "premul", dt, n, want, got, bytes);
+        }
+        free(src);
+        free(want);
+        free(got);
+    }
+    dev_simd_force(best);
+    assert_int_equal(failures, 0);
+}
+
+/* dev_simd_force: levels past the CPU's best are lowered to it. */
+static void test_simd_force(void **state)
+{
+    (void)state;
+    dev_simd_t best = dev_simd_best();
+    assert_int_equal(dev_simd_current(), best);
+    assert_int_equal(dev_simd_force(DEV_SIMD_SCALAR), DEV_SIMD_SCALAR);
+    assert_int_equal(dev_simd_current(), DEV_SIMD_SCALAR);
+    assert_int_equal(dev_simd_force(DEV_SIMD_AVX512), best);
+    assert_int_equal(dev_simd_force((dev_simd_t)99), best);
+    assert_int_equal(dev_simd_current(), best);
+    assert_string_equal(dev_simd_name(DEV_SIMD_SCALAR), "scalar");
+    assert_string_equal(dev_simd_name(DEV_SIMD_AVX2), "avx2");
+    assert_string_equal(dev_simd_name(DEV_SIMD_AVX512), "avx512");
+    assert_string_equal(dev_simd_name((dev_simd_t)7), "invalid");
+}
+
 /* ---- dev_copy_stream ------------------------------------------------------- */
 
 #define COPY_MAX_SMALL 600
@@ -1280,6 +1553,11 @@ int main(void)
         cmocka_unit_test(test_avg_narrow_literals),
         cmocka_unit_test(test_postop_noop),
         cmocka_unit_test(test_premul),
+        cmocka_unit_test(test_simd_force),
+        cmocka_unit_test(test_simd_levels_bitwise),
+        cmocka_unit_test(test_simd_levels_large),
+        cmocka_unit_test(test_simd_levels_all_half_pairs),
+        cmocka_unit_test(test_simd_levels_postop_premul),
         cmocka_unit_test(test_copy_stream_small_all_alignments),
         cmocka_unit_test(test_copy_stream_large),
     };
