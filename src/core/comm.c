@@ -267,6 +267,11 @@ static ccl_result_t comm_teardown(ccl_comm_t comm, const char *who)
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm)
 {
     err_clear();
+    /* Destroy waits for queued calls, which this thread would only run at
+     * its ccl_group_end: refuse rather than wait forever. */
+    if (comm_is_live(comm) && group_holds(comm))
+        return err_set(CCL_ERR_GROUP, "ccl_comm_destroy: this thread's open group has calls queued on the "
+                       "communicator; call ccl_group_end first (or ccl_comm_abort to drop them)");
     return comm_teardown(comm, "ccl_comm_destroy");
 }
 
@@ -276,6 +281,7 @@ CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm)
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_abort: comm is NULL or already destroyed");
     atomic_store(&comm->aborted, 1);
+    group_drop(comm); /* queued in this thread's open group: they never run */
     /* Wakes our own blocked waiters and tells peers, whose waits on these
      * connections end with an error instead of a timeout. */
     connect_poison(comm);

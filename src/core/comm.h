@@ -17,7 +17,7 @@
 
 #define COMM_ERR_MAX 1024
 
-typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_COUNT } algo_t;
+typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_TREE, ALGO_RD, ALGO_COUNT } algo_t;
 
 /* A premulsum operator created on this comm (ccl_redop_create_premulsum). */
 typedef struct {
@@ -124,6 +124,10 @@ void coll_extent(const coll_args_t *a, size_t *send_bytes, size_t *recv_bytes);
  * call there (takes the comm's pending count with it); `checked` is the
  * result of its checks, remembered for ccl_group_end when it failed. */
 int group_active(void);
+/* Whether this thread's open group holds calls on comm; group_drop removes
+ * them (abort: they can never run). */
+int group_holds(const struct ccl_comm *comm);
+void group_drop(struct ccl_comm *comm);
 ccl_result_t group_add(const coll_args_t *args, ccl_result_t checked, ccl_stream_t stream, const char *name);
 
 /* redop.c: fills args->kop/premul from args->op, or fails (INVALID_OP). */

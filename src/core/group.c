@@ -66,6 +66,26 @@ out:
     return res;
 }
 
+int group_holds(const struct ccl_comm *comm)
+{
+    for (int i = 0; i < group.ncalls; i++)
+        if (group.calls[i].comm == comm)
+            return 1;
+    return 0;
+}
+
+void group_drop(struct ccl_comm *comm)
+{
+    int kept = 0;
+    for (int i = 0; i < group.ncalls; i++) {
+        if (group.calls[i].comm == comm)
+            comm_pending_done(comm);
+        else
+            group.calls[kept++] = group.calls[i];
+    }
+    group.ncalls = kept;
+}
+
 static void group_reset(void)
 {
     for (int i = 0; i < group.ncalls; i++)

@@ -19,7 +19,7 @@
 /* The segment header. Each counter and its waiter count sit on their own
  * cache line: the sender writes only `tail`, the receiver only `head`. */
 struct shm_fifo {
-    uint32_t magic;
+    _Atomic uint32_t magic;      /* written last by the creator */
     uint32_t nslots;
     uint64_t slot_size;
     uint64_t slots_offset;
