@@ -92,7 +92,7 @@ struct perf_coll {
     const char *name;
     int reduces;    /* takes a reduction op (-o) */
     int rooted;     /* takes a root (-r); rootless ones print root -1 */
-    int no_inplace; /* no in-place form (alltoall): the in-place cells print N/A */
+    int no_inplace; /* no in-place form (alltoall, sendrecv): those cells print N/A */
     void (*counts)(size_t count, int nranks, struct perf_counts *c);
     double (*bus_factor)(int nranks); /* busbw = algbw * factor */
     /* One call with x's comm, stream, dtype and root. */

@@ -11,7 +11,11 @@
  *   gather (root)   sendbuf == recvbuf + root*count
  *   scatter (root)  recvbuf == sendbuf + root*count
  *   others          sendbuf == recvbuf
- * Alltoall has no in-place form in ccl (the buffers must not overlap).
+ * Alltoall has no in-place form in ccl (the buffers must not overlap), and
+ * neither has sendrecv: ccl.h does not say a send and a receive may share a
+ * buffer (MPI forbids it), and with single copy (from 32 MiB) the next rank
+ * reads a buffer that the previous one is already overwriting. nccl-tests
+ * passes the same buffer there; ccl-perf prints N/A.
  */
 #include <ctype.h>
 #include <string.h>
@@ -322,7 +326,7 @@ const struct perf_coll perf_colls[] = {
      gather_fill_common, gather_check},
     {"scatter", 0, 1, 0, scatter_counts, ring_share_bus, scatter_run, "ccl_scatter", scatter_fill,
      scatter_check},
-    {"sendrecv", 0, 0, 0, same_counts, one_bus, sendrecv_run, "ccl_send/ccl_recv", allreduce_fill,
+    {"sendrecv", 0, 0, 1, same_counts, one_bus, sendrecv_run, "ccl_send/ccl_recv", allreduce_fill,
      sendrecv_check},
 };
 const int perf_num_colls = (int)(sizeof(perf_colls) / sizeof(perf_colls[0]));
