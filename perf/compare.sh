@@ -20,7 +20,7 @@
 # load from other users of the machine spreads over all columns instead of
 # landing on one; the median then drops the odd disturbed run.
 #
-# usage: perf/compare.sh [-r R] [-q] [-C COLLS] [-o FILE] [-k DIR]
+# usage: perf/compare.sh [-r R] [-q] [-C COLLS] [-o FILE] [-k DIR | -R DIR]
 #   -r R     repetitions per configuration, median reported (default 3)
 #   -C COLLS comma-separated collectives (allreduce allgather reduce_scatter
 #            broadcast reduce alltoall gather scatter sendrecv) in place of
@@ -28,6 +28,9 @@
 #   -q       quick smoke test: fewer sizes and iterations
 #   -o FILE  also write the markdown report to FILE
 #   -k DIR   keep every raw benchmark output in DIR
+#   -R DIR   run nothing: report again from the raw output a -k run kept in
+#            DIR (give the same options and environment as that run, so the
+#            commands listed match; wall times are not kept)
 # environment:
 #   BUILD        build folder (default build)
 #   CCL_PERF     ccl-perf binary (default $BUILD/bin/ccl-perf), run as
@@ -57,14 +60,16 @@ R=3
 QUICK=0
 OUTFILE=
 KEEP=
+REREPORT=
 COLLS=
 usage() { sed -n '/^# usage:/,/^# *RUN_TIMEOUT/s/^# \{0,1\}//p' "$0"; }
-while getopts "r:qo:k:C:h" opt; do
+while getopts "r:qo:k:R:C:h" opt; do
     case $opt in
     r) R=$OPTARG ;;
     q) QUICK=1 ;;
     o) OUTFILE=$OPTARG ;;
     k) KEEP=$OPTARG ;;
+    R) REREPORT=$OPTARG ;;
     C) COLLS=${OPTARG//,/ } ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -200,6 +205,18 @@ FAILED=0
 
 # Runs one benchmark: output to $RAW/<tag>.out, then one line per result
 # row appended to $WORK/rows: "tag-prefix size time_us busbw wrong wall_s".
+# Appends the result rows of one benchmark output to $WORK/rows.
+add_rows() { # tag output-file t0 t1
+    awk -v tag="$1" -v t0="$3" -v t1="$4" '
+        # nccl-tests row: size count type redop root, then time algbw busbw
+        # #wrong for out-of-place; only out-of-place is compared.
+        $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 9 {
+            print tag, $1, $6, $8, $9, t1 - t0; n++
+        }
+        END { if (!n) { print "compare.sh: no result rows in " FILENAME > "/dev/stderr"; exit 1 } }
+    ' "$2" >>"$WORK/rows" || FAILED=1
+}
+
 run_one() { # tag command...
     local tag=$1; shift
     local out=$RAW/$tag.out t0 t1 rc
@@ -216,18 +233,13 @@ run_one() { # tag command...
             tail -n 15 "$out" | sed 's/^/    /'
         } >&2
     fi
-    awk -v tag="$tag" -v t0="$t0" -v t1="$t1" '
-        # nccl-tests row: size count type redop root, then time algbw busbw
-        # #wrong for out-of-place; only out-of-place is compared.
-        $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 9 {
-            print tag, $1, $6, $8, $9, t1 - t0; n++
-        }
-        END { if (!n) { print "compare.sh: no result rows in " FILENAME > "/dev/stderr"; exit 1 } }
-    ' "$out" >>"$WORK/rows" || FAILED=1
+    add_rows "$tag" "$out" "$t0" "$t1"
 }
 
 LOADAVG=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "compare.sh: $R repetition(s), ${ITERS} iterations and ${WARMUP} warm-up calls per size; raw output in $RAW" >&2
+if [ -z "$REREPORT" ]; then
+    echo "compare.sh: $R repetition(s), ${ITERS} iterations and ${WARMUP} warm-up calls per size; raw output in $RAW" >&2
+fi
 
 # Commands, printed once in the report exactly as run.
 CMDS=$WORK/commands
@@ -245,7 +257,23 @@ CMDS=$WORK/commands
 } >"$CMDS"
 
 : >"$WORK/rows"
-for ((rep = 1; rep <= R; rep++)); do
+if [ -n "$REREPORT" ]; then
+    # Tags are the file names; the repetition count is the largest found.
+    R=0
+    for out in "$REREPORT"/*.out; do
+        [ -e "$out" ] || die "no *.out files in $REREPORT"
+        tag=$(basename "$out" .out)
+        rep=${tag##*.}
+        if [ "${tag%%.*}" = memcpy ]; then
+            awk '$1 == "memcpy" { print "memcpy.x.x", $2, 0, $3, 0, 0 }' "$out" >>"$WORK/rows"
+        else
+            add_rows "$tag" "$out" 0 0
+        fi
+        if [ "$rep" -gt "$R" ]; then R=$rep; fi
+    done
+    LOADAVG="unknown (report made again from $REREPORT)"
+fi
+for ((rep = 1; rep <= (${#REREPORT} ? 0 : R); rep++)); do
     echo "compare.sh: repetition $rep of $R" >&2
     if "$MEMCPY_BENCH" -s 64M -s 4M >"$RAW/memcpy.$rep.out" 2>&1; then
         awk '$1 == "memcpy" { print "memcpy.x.x", $2, 0, $3, 0, 0 }' "$RAW/memcpy.$rep.out" >>"$WORK/rows"
@@ -289,6 +317,7 @@ report() {
     if [ "$BLOCKING" = 1 ]; then
         echo "ccl = ccl-perf's default (-z 0: a row's calls are queued on a ccl stream, then synchronized);"
         echo "ccl -z 1 = every call blocks (NULL stream), as each MPI call does."
+        echo "paired = median over repetitions of (best ompi time / ccl time) within each repetition."
     fi
     echo
     echo "Commands:"
@@ -348,6 +377,21 @@ report() {
             L[k, "t"] = L[k, "t"] " " $3; L[k, "bw"] = L[k, "bw"] " " $4; L[k, "wall"] = L[k, "wall"] " " $6
             if ($5 != "N/A" && $5 + 0 != 0) wrong[sec " " cfg " " $2] = $5
             if (!((sec, $2) in seen)) { seen[sec, $2] = 1; sizes[sec] = sizes[sec] " " $2 }
+            T[sec, cfg, $2, tg[4]] = $3; if (tg[4] + 0 > nrep) nrep = tg[4] + 0
+        }
+        # Paired ratio: in each repetition, best ompi time / the time of cfg,
+        # then the median over repetitions. Load on this shared VM
+        # drifts over minutes; configurations of one repetition run close
+        # together, so this ratio moves less than a ratio of medians.
+        function paired(sec, cfg, size,    r, a, b, c, list) {
+            list = ""
+            for (r = 1; r <= nrep; r++) {
+                a = T[sec, "ompi", size, r]; b = T[sec, "ompih", size, r]; c = T[sec, cfg, size, r]
+                if (a == "" || (b != "" && b + 0 < a + 0)) a = b
+                if (a == "" || c == "" || c + 0 == 0) continue
+                list = list " " a / c
+            }
+            return list == "" ? "-" : sprintf("%.2f", median(list))
         }
         END {
             for (k in L) med[k] = median(L[k])
@@ -382,15 +426,16 @@ report() {
                         spread[sec], R, spread_at[sec]
                 if (skind[s] == "sweep" && B) {
                     # busbw ratios only: for one size the time ratio is the inverse.
-                    print "| size | ccl busbw | ccl -z 1 busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl -z 1 / best ompi | ccl us | ccl -z 1 us | ompi us | ompi+huge us |"
-                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                    print "| size | ccl busbw | ccl -z 1 busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl -z 1 / best ompi | paired ccl | paired ccl -z 1 | ccl us | ccl -z 1 us | ompi us | ompi+huge us |"
+                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
                     for (i = 1; i <= n; i++) {
                         z = sz[i]
-                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
+                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
                             cell(sec, "ccl", z, "bw"), cell(sec, "cclb", z, "bw"),
                             cell(sec, "ompi", z, "bw"), cell(sec, "ompih", z, "bw"),
                             ratio(best_t(sec, z), med[sec, "ccl", z, "t"]),
                             ratio(best_t(sec, z), med[sec, "cclb", z, "t"]),
+                            paired(sec, "ccl", z), paired(sec, "cclb", z),
                             cell(sec, "ccl", z, "t"), cell(sec, "cclb", z, "t"),
                             cell(sec, "ompi", z, "t"), cell(sec, "ompih", z, "t")
                     }
