@@ -308,7 +308,13 @@ report() {
         "THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)."
     echo "Load average when started: $LOADAVG."
     echo "Median of $R run(s) per configuration; per size $ITERS timed iterations after $WARMUP warm-up calls,"
-    echo "small sizes $SMALL_ITERS after $SMALL_WARMUP, 64 KiB to 1 MiB ${MID_ITERS:-as above} after ${MID_WARMUP:-as above}, the 8-rank 64 MiB case as in its command."
+    if [ -n "$COLLS" ]; then
+        echo "the smallest size of each section $SMALL_ITERS after $SMALL_WARMUP."
+    elif [ -n "${MID_ITERS:-}" ]; then
+        echo "small sizes $SMALL_ITERS after $SMALL_WARMUP, 64 KiB to 1 MiB $MID_ITERS after $MID_WARMUP, the 8-rank 64 MiB case as in its command."
+    else
+        echo "small sizes $SMALL_ITERS after $SMALL_WARMUP, the 8-rank 64 MiB case as in its command."
+    fi
     echo "ompi = Open MPI (pml ob1, btl self,$SM_BTL) through mpi-bench on malloc'd buffers;"
     echo "ompi+huge = the same with GLIBC_TUNABLES=$HUGETLB (malloc asks for transparent huge pages)."
     echo "Time per call: $(awk -v a="$AVERAGE" 'BEGIN { split("rank 0|mean|min|max", n, "|"); print n[a + 1] }') over ranks (-a $AVERAGE)."
