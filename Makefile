@@ -37,8 +37,11 @@ ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS_SAN := -fsanitize=$(SANITIZE)
 endif
-CFLAGS  := $(CFLAGS_BASE) $(CFLAGS_EXTRA)
-LDLIBS  := -pthread -lrt -lm
+# hwloc 2.x is required (src/topo); pkg-config finds a non-system install.
+HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
+HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
+CFLAGS  := $(CFLAGS_BASE) $(HWLOC_CFLAGS) $(CFLAGS_EXTRA)
+LDLIBS  := $(HWLOC_LIBS) -pthread -lrt -lm
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -73,9 +76,19 @@ all: lib perf tools
 
 lib: $(LIB_SO) $(LIB_A)
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(BUILD)/hwloc-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Checked when something is compiled, not when this file is read, so that
+# `make deps` (which installs it) still runs on a machine without it.
+$(BUILD)/hwloc-ok:
+	@printf '#include <hwloc.h>\nint main(void) { hwloc_topology_t t; return hwloc_topology_init(&t); }\n' | \
+	    $(CC) $(HWLOC_CFLAGS) -x c - -o /dev/null $(HWLOC_LIBS) 2>/dev/null || { \
+	    echo "error: ccl needs hwloc 2.x (hwloc.h and libhwloc): install libhwloc-dev (Debian/Ubuntu)," >&2; \
+	    echo "       hwloc-devel (Fedora/RHEL), or run 'make deps'; a custom install is found by pkg-config" >&2; \
+	    exit 1; }
+	@mkdir -p $(dir $@) && touch $@
 
 $(LIB_SO): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
