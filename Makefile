@@ -17,6 +17,7 @@
 #   tests/sim/*.c          -> build/tests/sim/<name> (schedule simulator, internals)
 #   tests/mp/*.c           -> build/tests/mp/<name> (multi-process, public API)
 #   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
+#   tools/ccl_info.c       -> build/bin/ccl-info (prints the topology)
 
 PREFIX   ?= /usr/local
 SANITIZE ?=
@@ -122,6 +123,13 @@ $(BUILD)/bin/reduce-bench: perf/reduce_bench.c perf/bench_size.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
+# ccl-info (tools/ccl_info.c) prints the topology of this machine or of
+# CCL_TOPO_FILE without running a job.
+tools: $(BUILD)/bin/ccl-info
+$(BUILD)/bin/ccl-info: tools/ccl_info.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+
 tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
@@ -155,7 +163,7 @@ test: deps
 run-tests:
 	@BUILD=$(BUILD) HAVE_MPICC=$(HAVE_MPICC) HAVE_CMOCKA=$(HAVE_CMOCKA) tests/run_all.sh
 
-install: lib perf
+install: lib perf $(BUILD)/bin/ccl-info
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 0644 include/ccl.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
@@ -163,6 +171,7 @@ install: lib perf
 	ln -sf libccl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libccl.so
 	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(PERF_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/bin/ccl-info $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ccl.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ccl.pc
 
