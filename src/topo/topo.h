@@ -12,7 +12,7 @@
  * (hwloc's NVLinkBandwidth matrix). topo_graph.c answers path questions on
  * it (best path between two nodes, the NIC closest to a GPU or a NUMA node,
  * a local rank's GPU/NUMA/NIC); topo_dump.c prints it and writes
- * CCL_TOPO_DUMP_FILE.
+ * CCL_TOPO_DUMP_FILE; topo_speed.c reads NIC speeds from sysfs and names.
  *
  * Units: bandwidth in GB/s (10^9 bytes per second, one direction), latency
  * in microseconds. A link's bandwidth is what the link carries after line
