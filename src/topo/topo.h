@@ -23,7 +23,9 @@
  * its constant in topo_hwloc.c, and the NIC's speed_src says where its
  * speed came from.
  *
- * A topo_t is read-only after topo_load and may be shared between threads.
+ * A topo_t is read-only after topo_load and may be shared between threads;
+ * only topo_dump writes (annotations on the hwloc objects), so call it from
+ * one thread.
  */
 #ifndef CCL_TOPO_TOPO_H
 #define CCL_TOPO_TOPO_H
