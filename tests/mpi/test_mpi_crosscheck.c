@@ -277,7 +277,7 @@ static void other_case(const tst_case_t *c)
     tst_case_prepare(c, r, n, &b, 0);
     check_ccl(tst_case_issue(c, &b, g_comm, NULL), what);
     if (tst_case_verify(c, r, n, &b, msg, sizeof(msg)))
-        fail(what, msg);
+        fail("against the serial reference", msg);
 
     const void *ccl_res = b.recvp, *mpi_res = out;
     size_t res_elems = cnt, block = cnt;
