@@ -1,0 +1,45 @@
+/*
+ * reduce_simd.h - internal to src/device: the hand-written x86 kernels of
+ * reduce_simd_x86.c, which reduce_host.c puts in its AVX2 and AVX-512
+ * tables in place of the compiler-vectorised loops.
+ *
+ * They cover the types whose speed matters most and that a compiler does
+ * not vectorise by itself: float32 (plus non-temporal stores for large
+ * outputs), float16 (F16C conversions) and bfloat16 (integer rounding), for
+ * sum, prod, max and min. Each gives the same bits as the portable loop over
+ * reduce_ops.h for every input; the unit tests compare them.
+ */
+#ifndef CCL_DEVICE_REDUCE_SIMD_H
+#define CCL_DEVICE_REDUCE_SIMD_H
+
+#include <stddef.h>
+
+/* Outputs at least this large are written with non-temporal stores: the
+ * result cannot stay in a core's caches anyway, and streaming it skips the
+ * read-for-ownership of every destination line (a quarter of the traffic
+ * of dst = a + b). On the 2-core Zen 5 VM, float32 sum at 16-64 MiB ran at
+ * ~70% of memcpy's bandwidth with cached stores and ~130% streaming
+ * (reduce-bench). Smaller outputs, such as a collective's slot-sized
+ * slices, stay cached for the step that reads them next. */
+#define DEV_NT_MIN_BYTES ((size_t)8 << 20)
+
+#if defined(__x86_64__)
+#define DEV_HAVE_X86_SIMD 1
+
+#define DEV_SIMD_DECLARE(lvl, ty)                                                               \
+    void dev_##lvl##_sum_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);  \
+    void dev_##lvl##_prod_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n); \
+    void dev_##lvl##_max_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);  \
+    void dev_##lvl##_min_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);
+
+DEV_SIMD_DECLARE(avx512, f32)
+DEV_SIMD_DECLARE(avx512, f16)
+DEV_SIMD_DECLARE(avx512, bf16)
+DEV_SIMD_DECLARE(avx2, f32)
+DEV_SIMD_DECLARE(avx2, f16)
+DEV_SIMD_DECLARE(avx2, bf16)
+
+#undef DEV_SIMD_DECLARE
+#endif
+
+#endif

@@ -1,0 +1,285 @@
+/*
+ * reduce_simd_x86.c - AVX-512 and AVX2 kernels for float32, float16 and
+ * bfloat16 (see reduce_simd.h), compiled with per-function target
+ * attributes so the file builds for any x86-64 and reduce_host.c calls them
+ * only after cpuid said yes.
+ *
+ * Every kernel widens its inputs to float vectors, applies the float
+ * operator, and narrows back, exactly as reduce_ops.h defines it:
+ *   - float16 uses VCVTPH2PS / VCVTPS2PH with round-to-nearest-even, whose
+ *     results (NaN bits, subnormals, overflow to infinity) dtype_conv.h
+ *     matches bit for bit;
+ *   - bfloat16 widens by interleaving with zeros and narrows with the same
+ *     integer nearest-even rounding as dev_f32_to_bf16 (VCVTNEPS2BF16 would
+ *     flush subnormals and so differ);
+ *   - sum and prod turn any NaN into the canonical one, max/min are
+ *     MAXPS/MINPS with the operands in the order `a > b ? a : b` needs.
+ * Element counts that do not fill a vector go through the scalar operators
+ * themselves. Outputs of DEV_NT_MIN_BYTES or more are streamed past the
+ * caches (after a scalar head that aligns dst to 64 bytes) and fenced
+ * before returning, so callers see ordinary stores.
+ */
+#include "device/reduce_simd.h"
+
+#if defined(__x86_64__)
+
+#include "device/reduce_ops.h"
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#define T512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#define T256 __attribute__((target("avx2,f16c")))
+#define INL static inline __attribute__((always_inline))
+
+/*
+ * A kernel is a loop over "units": `lvl_ty_op(x, y)` loads one unit of
+ * each source, computes, and returns the unit of results packed for one
+ * store (`lvl_ty_store` / `lvl_ty_stream`). Units are 64 bytes of output
+ * for AVX-512 and 32 for AVX2.
+ *
+ * The float operators come in two flavours of NaN handling. For float32
+ * and float16, sum and prod replace a NaN by the canonical float NaN
+ * 0x7fffffff (narrowed by VCVTPS2PH to 0x7fff, as dev_f32_to_f16 does). The
+ * bfloat16 narrowing below is the bare rounding x + 0x7fff + lsb, which
+ * would carry 0x7fffffff into the sign bit, so its sum and prod use
+ * 0x7fff0000 instead: another NaN whose rounding gives 0x7fff, the bits
+ * dev_f32_to_bf16 gives for the canonical NaN. Its max/min set the quiet
+ * bit of a NaN they pick (whose low 16 bits are zero: it came from a
+ * bfloat16), which the rounding then keeps, as dev_f32_to_bf16 does.
+ */
+
+/* ---- AVX-512 operators on 16 floats ----------------------------------------- */
+
+T512 INL __m512 v16_nan_to(__m512 r, int bits)
+{
+    __mmask16 nan = _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q);
+    return _mm512_mask_mov_ps(r, nan, _mm512_castsi512_ps(_mm512_set1_epi32(bits)));
+}
+T512 INL __m512 v16_quiet(__m512 r)
+{
+    __mmask16 nan = _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q);
+    return _mm512_mask_or_ps(r, nan, r, _mm512_castsi512_ps(_mm512_set1_epi32(0x400000)));
+}
+T512 INL __m512 v16_sum(__m512 a, __m512 b) { return v16_nan_to(_mm512_add_ps(a, b), (int)DEV_NAN_F32_BITS); }
+T512 INL __m512 v16_prod(__m512 a, __m512 b) { return v16_nan_to(_mm512_mul_ps(a, b), (int)DEV_NAN_F32_BITS); }
+T512 INL __m512 v16_max(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
+T512 INL __m512 v16_min(__m512 a, __m512 b) { return _mm512_min_ps(a, b); }
+T512 INL __m512 v16_bf_sum(__m512 a, __m512 b) { return v16_nan_to(_mm512_add_ps(a, b), 0x7fff0000); }
+T512 INL __m512 v16_bf_prod(__m512 a, __m512 b) { return v16_nan_to(_mm512_mul_ps(a, b), 0x7fff0000); }
+T512 INL __m512 v16_bf_max(__m512 a, __m512 b) { return v16_quiet(_mm512_max_ps(a, b)); }
+T512 INL __m512 v16_bf_min(__m512 a, __m512 b) { return v16_quiet(_mm512_min_ps(a, b)); }
+
+/* Nearest-even rounding of 16 floats to the bfloat16 in their top halves
+ * (NaN lanes prepared by the operator, see above). */
+T512 INL __m512i v16_round_bf16(__m512 v)
+{
+    __m512i x = _mm512_castps_si512(v);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    return _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
+}
+
+/* ---- AVX-512 units: 64 bytes of output ---------------------------------------- */
+
+#define AVX512_UNITS(op)                                                                   \
+    T512 INL __m512 avx512_f32_##op(const char *x, const char *y)                          \
+    {                                                                                      \
+        return v16_##op(_mm512_loadu_ps(x), _mm512_loadu_ps(y));                           \
+    }                                                                                      \
+    /* 32 halves: widen each 256-bit half, compute, narrow, rejoin. */                     \
+    T512 INL __m512i avx512_f16_##op(const char *x, const char *y)                         \
+    {                                                                                      \
+        __m512i a = _mm512_loadu_si512(x), b = _mm512_loadu_si512(y);                      \
+        __m512 lo = v16_##op(_mm512_cvtph_ps(_mm512_castsi512_si256(a)),                   \
+                             _mm512_cvtph_ps(_mm512_castsi512_si256(b)));                  \
+        __m512 hi = v16_##op(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(a, 1)),             \
+                             _mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1)));            \
+        __m256i l = _mm512_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);    \
+        __m256i h = _mm512_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);    \
+        return _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1);                        \
+    }                                                                                      \
+    /* 32 bfloat16: interleaving with zeros puts each in the top half of a   \
+     * 32-bit lane (elements 0-3, 8-11, ... in `lo`); the saturating pack is \
+     * the exact inverse (lanes hold 0..0xffff), so the order comes back. */ \
+    T512 INL __m512i avx512_bf16_##op(const char *x, const char *y)                        \
+    {                                                                                      \
+        __m512i a = _mm512_loadu_si512(x), b = _mm512_loadu_si512(y);                      \
+        __m512i z = _mm512_setzero_si512();                                                \
+        __m512 lo = v16_bf_##op(_mm512_castsi512_ps(_mm512_unpacklo_epi16(z, a)),          \
+                                _mm512_castsi512_ps(_mm512_unpacklo_epi16(z, b)));         \
+        __m512 hi = v16_bf_##op(_mm512_castsi512_ps(_mm512_unpackhi_epi16(z, a)),          \
+                                _mm512_castsi512_ps(_mm512_unpackhi_epi16(z, b)));         \
+        return _mm512_packus_epi32(v16_round_bf16(lo), v16_round_bf16(hi));                \
+    }
+
+AVX512_UNITS(sum)
+AVX512_UNITS(prod)
+AVX512_UNITS(max)
+AVX512_UNITS(min)
+
+T512 INL void avx512_f32_store(char *p, __m512 v) { _mm512_storeu_ps(p, v); }
+T512 INL void avx512_f32_stream(char *p, __m512 v) { _mm512_stream_ps((float *)p, v); }
+T512 INL void avx512_f16_store(char *p, __m512i v) { _mm512_storeu_si512(p, v); }
+T512 INL void avx512_f16_stream(char *p, __m512i v) { _mm512_stream_si512((void *)p, v); }
+#define avx512_bf16_store avx512_f16_store
+#define avx512_bf16_stream avx512_f16_stream
+typedef __m512 avx512_f32_t;
+typedef __m512i avx512_f16_t;
+typedef __m512i avx512_bf16_t;
+
+/* ---- AVX2 operators on 8 floats --------------------------------------------- */
+
+T256 INL __m256 v8_nan_to(__m256 r, int bits)
+{
+    __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
+    return _mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(bits)), nan);
+}
+T256 INL __m256 v8_quiet(__m256 r)
+{
+    __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
+    return _mm256_or_ps(r, _mm256_and_ps(nan, _mm256_castsi256_ps(_mm256_set1_epi32(0x400000))));
+}
+T256 INL __m256 v8_sum(__m256 a, __m256 b) { return v8_nan_to(_mm256_add_ps(a, b), (int)DEV_NAN_F32_BITS); }
+T256 INL __m256 v8_prod(__m256 a, __m256 b) { return v8_nan_to(_mm256_mul_ps(a, b), (int)DEV_NAN_F32_BITS); }
+T256 INL __m256 v8_max(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+T256 INL __m256 v8_min(__m256 a, __m256 b) { return _mm256_min_ps(a, b); }
+T256 INL __m256 v8_bf_sum(__m256 a, __m256 b) { return v8_nan_to(_mm256_add_ps(a, b), 0x7fff0000); }
+T256 INL __m256 v8_bf_prod(__m256 a, __m256 b) { return v8_nan_to(_mm256_mul_ps(a, b), 0x7fff0000); }
+T256 INL __m256 v8_bf_max(__m256 a, __m256 b) { return v8_quiet(_mm256_max_ps(a, b)); }
+T256 INL __m256 v8_bf_min(__m256 a, __m256 b) { return v8_quiet(_mm256_min_ps(a, b)); }
+
+T256 INL __m256i v8_round_bf16(__m256 v)
+{
+    __m256i x = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb), 16);
+}
+
+/* ---- AVX2 units: 32 bytes of output ---------------------------------------------- */
+
+#define AVX2_UNITS(op)                                                                     \
+    T256 INL __m256 avx2_f32_##op(const char *x, const char *y)                            \
+    {                                                                                      \
+        return v8_##op(_mm256_loadu_ps((const float *)x), _mm256_loadu_ps((const float *)y)); \
+    }                                                                                      \
+    T256 INL __m256i avx2_f16_##op(const char *x, const char *y)                           \
+    {                                                                                      \
+        __m256i a = _mm256_loadu_si256((const __m256i *)x);                                \
+        __m256i b = _mm256_loadu_si256((const __m256i *)y);                                \
+        __m256 lo = v8_##op(_mm256_cvtph_ps(_mm256_castsi256_si128(a)),                    \
+                            _mm256_cvtph_ps(_mm256_castsi256_si128(b)));                   \
+        __m256 hi = v8_##op(_mm256_cvtph_ps(_mm256_extracti128_si256(a, 1)),               \
+                            _mm256_cvtph_ps(_mm256_extracti128_si256(b, 1)));              \
+        __m128i l = _mm256_cvtps_ph(lo, _MM_FROUND_TO_NEAREST_INT);                        \
+        __m128i h = _mm256_cvtps_ph(hi, _MM_FROUND_TO_NEAREST_INT);                        \
+        return _mm256_inserti128_si256(_mm256_castsi128_si256(l), h, 1);                   \
+    }                                                                                      \
+    T256 INL __m256i avx2_bf16_##op(const char *x, const char *y)                          \
+    {                                                                                      \
+        __m256i a = _mm256_loadu_si256((const __m256i *)x);                                \
+        __m256i b = _mm256_loadu_si256((const __m256i *)y);                                \
+        __m256i z = _mm256_setzero_si256();                                                \
+        __m256 lo = v8_bf_##op(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, a)),           \
+                               _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, b)));          \
+        __m256 hi = v8_bf_##op(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, a)),           \
+                               _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, b)));          \
+        return _mm256_packus_epi32(v8_round_bf16(lo), v8_round_bf16(hi));                  \
+    }
+
+AVX2_UNITS(sum)
+AVX2_UNITS(prod)
+AVX2_UNITS(max)
+AVX2_UNITS(min)
+
+T256 INL void avx2_f32_store(char *p, __m256 v) { _mm256_storeu_ps((float *)p, v); }
+T256 INL void avx2_f32_stream(char *p, __m256 v) { _mm256_stream_ps((float *)p, v); }
+T256 INL void avx2_f16_store(char *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+T256 INL void avx2_f16_stream(char *p, __m256i v) { _mm256_stream_si256((__m256i *)p, v); }
+#define avx2_bf16_store avx2_f16_store
+#define avx2_bf16_stream avx2_f16_stream
+typedef __m256 avx2_f32_t;
+typedef __m256i avx2_f16_t;
+typedef __m256i avx2_bf16_t;
+
+/* ---- the kernels ------------------------------------------------------------ */
+
+#define CTYPE_f32 float
+#define CTYPE_f16 uint16_t
+#define CTYPE_bf16 uint16_t
+
+/* Elements [from, to) through the scalar operators: heads and tails. */
+#define SCALAR_RANGE(ty, op, from, to)                                                      \
+    for (size_t i_ = (from); i_ < (to); i_++) {                                             \
+        CTYPE_##ty r_ = dev_##op##_##ty(((const CTYPE_##ty *)a)[i_], ((const CTYPE_##ty *)b)[i_]); \
+        ((CTYPE_##ty *)dst)[i_] = r_;                                                       \
+        if (dst2)                                                                           \
+            ((CTYPE_##ty *)dst2)[i_] = r_;                                                  \
+    }
+
+/* Units of UB output bytes, four per round; `st`/`st2` store to dst/dst2
+ * (plain or streaming). A round's loads come before its stores, so dst may
+ * alias a or b. */
+#define UNIT_LOOP(lvl, ty, op, UB, st, st2)                                                 \
+    for (; i + 4 * UE <= n; i += 4 * UE) {                                                  \
+        const char *x_ = (const char *)a + i * ES, *y_ = (const char *)b + i * ES;          \
+        char *d_ = (char *)dst + i * ES;                                                    \
+        lvl##_##ty##_t r0 = lvl##_##ty##_##op(x_, y_);                                      \
+        lvl##_##ty##_t r1 = lvl##_##ty##_##op(x_ + (UB), y_ + (UB));                        \
+        lvl##_##ty##_t r2 = lvl##_##ty##_##op(x_ + 2 * (UB), y_ + 2 * (UB));                \
+        lvl##_##ty##_t r3 = lvl##_##ty##_##op(x_ + 3 * (UB), y_ + 3 * (UB));                \
+        lvl##_##ty##_##st(d_, r0);                                                          \
+        lvl##_##ty##_##st(d_ + (UB), r1);                                                   \
+        lvl##_##ty##_##st(d_ + 2 * (UB), r2);                                               \
+        lvl##_##ty##_##st(d_ + 3 * (UB), r3);                                               \
+        if (dst2) {                                                                         \
+            char *e_ = (char *)dst2 + i * ES;                                               \
+            lvl##_##ty##_##st2(e_, r0);                                                     \
+            lvl##_##ty##_##st2(e_ + (UB), r1);                                              \
+            lvl##_##ty##_##st2(e_ + 2 * (UB), r2);                                          \
+            lvl##_##ty##_##st2(e_ + 3 * (UB), r3);                                          \
+        }                                                                                   \
+    }                                                                                       \
+    for (; i + UE <= n; i += UE) {                                                          \
+        lvl##_##ty##_t r_ = lvl##_##ty##_##op((const char *)a + i * ES, (const char *)b + i * ES); \
+        lvl##_##ty##_##st((char *)dst + i * ES, r_);                                        \
+        if (dst2)                                                                           \
+            lvl##_##ty##_##st2((char *)dst2 + i * ES, r_);                                  \
+    }
+
+#define KERNEL(lvl, TGT, UB, ty, op)                                                        \
+    TGT void dev_##lvl##_##op##_##ty(void *dst, void *dst2, const void *a, const void *b,   \
+                                     size_t n)                                              \
+    {                                                                                       \
+        enum { ES = sizeof(CTYPE_##ty), UE = (UB) / sizeof(CTYPE_##ty) };                   \
+        size_t i = 0;                                                                       \
+        if (n * ES >= DEV_NT_MIN_BYTES && (uintptr_t)dst % ES == 0) {                       \
+            size_t head = ((64 - ((uintptr_t)dst & 63)) & 63) / ES;                         \
+            SCALAR_RANGE(ty, op, 0, head)                                                   \
+            i = head;                                                                       \
+            if (!dst2 || (((uintptr_t)dst2 - (uintptr_t)dst) & 63) == 0) {                  \
+                UNIT_LOOP(lvl, ty, op, UB, stream, stream)                                  \
+            } else {                                                                        \
+                UNIT_LOOP(lvl, ty, op, UB, stream, store)                                   \
+            }                                                                               \
+            SCALAR_RANGE(ty, op, i, n)                                                      \
+            _mm_sfence();                                                                   \
+            return;                                                                         \
+        }                                                                                   \
+        UNIT_LOOP(lvl, ty, op, UB, store, store)                                            \
+        SCALAR_RANGE(ty, op, i, n)                                                          \
+    }
+
+#define KERNELS(lvl, TGT, UB, ty)                                                           \
+    KERNEL(lvl, TGT, UB, ty, sum)                                                           \
+    KERNEL(lvl, TGT, UB, ty, prod)                                                          \
+    KERNEL(lvl, TGT, UB, ty, max)                                                           \
+    KERNEL(lvl, TGT, UB, ty, min)
+
+KERNELS(avx512, T512, 64, f32)
+KERNELS(avx512, T512, 64, f16)
+KERNELS(avx512, T512, 64, bf16)
+KERNELS(avx2, T256, 32, f32)
+KERNELS(avx2, T256, 32, f16)
+KERNELS(avx2, T256, 32, bf16)
+
+#endif
