@@ -348,9 +348,10 @@ static void other_case(const tst_case_t *c)
 }
 
 /* Every dtype MPI has; ops sum/prod/max/min for the reducing ones; every
- * count; both placements; roots 0, middle and last. Returns the number of
+ * count; both placements; roots 0, middle and last. The big count runs for
+ * one (op, root) per dtype and placement, in turn. Returns the number of
  * cases run. */
-static int other_collectives(uint64_t base, const size_t *counts, size_t ncounts)
+static int other_collectives(uint64_t base, const size_t *counts, size_t ncounts, size_t big)
 {
     static const tst_coll_t colls[] = {TST_REDUCE_SCATTER, TST_BROADCAST, TST_BCAST, TST_REDUCE,
                                        TST_ALLTOALL,       TST_GATHER,    TST_SCATTER, TST_SENDRECV};
@@ -366,15 +367,18 @@ static int other_collectives(uint64_t base, const size_t *counts, size_t ncounts
             if (mpi_type(tst_dtypes[d]) == MPI_DATATYPE_NULL)
                 continue;
             for (int o = 0; o < nops; o++) {
-                for (size_t c = 0; c < ncounts; c++) {
+                for (size_t c = 0; c <= ncounts; c++) {
                     for (int p = 0; p < nplace; p++) {
-                        for (int ri = 0; ri < nroots; ri++, k++) {
+                        for (int ri = 0; ri < nroots; ri++) {
+                            if (c == ncounts && (o != (d + p) % nops || ri != (d + 2 * p) % nroots))
+                                continue;
+                            k++;
                             tst_case_t tc;
                             memset(&tc, 0, sizeof(tc));
                             tc.coll = coll;
                             tc.dt = tst_dtypes[d];
                             tc.op = tst_coll_reduces(coll) ? ops[o] : TST_OP_COPY;
-                            tc.count = counts[c];
+                            tc.count = c < ncounts ? counts[c] : big;
                             tc.inplace = p;
                             tc.root = roots[ri];
                             tc.null_unused = k & 1;
@@ -488,8 +492,9 @@ int main(int argc, char **argv)
     general_float_sum(CCL_FLOAT32, 65537, tst_case_seed(base, 9, 5, 3, 0));
     general_float_sum(CCL_FLOAT64, 65537, tst_case_seed(base, 9, 6, 3, 0));
     k += 6;
-    static const size_t other_counts[] = {0, 1, 7, 1021, 65537};
-    k += other_collectives(base, other_counts, sizeof(other_counts) / sizeof(other_counts[0]));
+    static const size_t other_counts[] = {0, 1, 7, 1021};
+    k += other_collectives(base, other_counts, sizeof(other_counts) / sizeof(other_counts[0]),
+                           65537);
     /* Blocks above 1 MiB, once per collective. */
     {
         tst_case_t bigc;
