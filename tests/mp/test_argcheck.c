@@ -17,10 +17,11 @@
  *                (CCL_ERR_INVALID_RANK), counts whose bytes overflow (also
  *                only once multiplied by nranks), in-place layouts that
  *                break ccl.h's rule of each collective
- *   check-args   CCL_CHECK_ARGS=1: ranks 2 and 3 of 4 call a different
- *                collective, count, dtype, op or root; every rank must get
- *                CCL_ERR_MISMATCH (without hanging) and a message naming
- *                rank 2, and the comm must then work for a matching call
+ *   check-args   CCL_CHECK_ARGS=1: ranks 2 and 3 (or only 3) of 4 call a
+ *                different collective, count, dtype, op or root; every rank
+ *                must get CCL_ERR_MISMATCH (without hanging and without
+ *                writing recvbuf) and a message naming the first rank that
+ *                differs, and the comm must then work for a matching call
  */
 #include <limits.h>
 #include <stdint.h>
@@ -460,49 +461,69 @@ static int argcheck_body(tst_ctx_t *ctx, void *arg)
 
 /* ---- CCL_CHECK_ARGS=1 -------------------------------------------------------------------- */
 
+/* One side of a mismatch: what a rank passes. */
+typedef struct {
+    int api;
+    size_t count;
+    ccl_datatype_t dt;
+    ccl_redop_t op;
+    int root;
+} side_t;
+
 typedef struct {
     const char *what;
-    call_t mine, theirs; /* ranks 0, 1 make `mine`; ranks 2, 3 make `theirs` */
+    int first;          /* ranks from this one on make `theirs` */
+    side_t mine, theirs;
 } mismatch_t;
+
+static const mismatch_t mismatches[] = {
+    {"allreduce against broadcast", 2, {TST_ALLREDUCE, 64, CCL_FLOAT32, CCL_SUM, 0},
+     {TST_BROADCAST, 64, CCL_FLOAT32, CCL_SUM, 0}},
+    {"allreduce count 64 against 63", 2, {TST_ALLREDUCE, 64, CCL_FLOAT32, CCL_SUM, 0},
+     {TST_ALLREDUCE, 63, CCL_FLOAT32, CCL_SUM, 0}},
+    {"allreduce float32 against int32", 2, {TST_ALLREDUCE, 64, CCL_FLOAT32, CCL_SUM, 0},
+     {TST_ALLREDUCE, 64, CCL_INT32, CCL_SUM, 0}},
+    {"allreduce sum against max", 3, {TST_ALLREDUCE, 64, CCL_FLOAT32, CCL_SUM, 0},
+     {TST_ALLREDUCE, 64, CCL_FLOAT32, CCL_MAX, 0}},
+    {"broadcast root 0 against root 1", 2, {TST_BROADCAST, 64, CCL_FLOAT32, CCL_SUM, 0},
+     {TST_BROADCAST, 64, CCL_FLOAT32, CCL_SUM, 1}},
+    {"reduce root 3 against root 0", 3, {TST_REDUCE, 64, CCL_INT64, CCL_MIN, 3},
+     {TST_REDUCE, 64, CCL_INT64, CCL_MIN, 0}},
+    {"allgather count 64 against 65", 2, {TST_ALLGATHER, 64, CCL_FLOAT32, CCL_SUM, 0},
+     {TST_ALLGATHER, 65, CCL_FLOAT32, CCL_SUM, 0}},
+    {"reduce_scatter uint8 against int8", 3, {TST_REDUCE_SCATTER, 64, CCL_UINT8, CCL_SUM, 0},
+     {TST_REDUCE_SCATTER, 64, CCL_INT8, CCL_SUM, 0}},
+    {"gather against scatter", 2, {TST_GATHER, 64, CCL_FLOAT32, CCL_SUM, 1},
+     {TST_SCATTER, 64, CCL_FLOAT32, CCL_SUM, 1}},
+    {"alltoall float16 against bfloat16", 2, {TST_ALLTOALL, 64, CCL_FLOAT16, CCL_SUM, 0},
+     {TST_ALLTOALL, 64, CCL_BFLOAT16, CCL_SUM, 0}},
+};
+#define NMISMATCH (int)(sizeof(mismatches) / sizeof(mismatches[0]))
 
 static int check_args_body(tst_ctx_t *ctx, void *arg)
 {
     (void)arg;
     static float sendb[1024], recvb[1024]; /* room for 4 blocks of 65 */
     ccl_comm_t comm = tst_comm_init(ctx);
-    const call_t base = {.api = TST_ALLREDUCE, .send = sendb, .recv = recvb, .count = 64,
-                         .dt = CCL_FLOAT32, .op = CCL_SUM, .root = 0, .comm = comm};
-    mismatch_t cases[6];
-    int nc = 0;
-    for (int k = 0; k < 6; k++)
-        cases[k].mine = cases[k].theirs = base;
-    cases[nc].what = "allreduce against broadcast";
-    cases[nc++].theirs.api = TST_BROADCAST;
-    cases[nc].what = "count 64 against 63";
-    cases[nc++].theirs.count = 63;
-    cases[nc].what = "float32 against int32";
-    cases[nc++].theirs.dt = CCL_INT32;
-    cases[nc].what = "sum against max";
-    cases[nc++].theirs.op = CCL_MAX;
-    cases[nc].what = "broadcast root 0 against root 1";
-    cases[nc].mine.api = cases[nc].theirs.api = TST_BROADCAST;
-    cases[nc++].theirs.root = 1;
-    cases[nc].what = "allgather count 64 against 65";
-    cases[nc].mine.api = cases[nc].theirs.api = TST_ALLGATHER;
-    cases[nc++].theirs.count = 65;
-
-    for (int k = 0; k < nc; k++) {
-        const call_t *c = ctx->rank >= 2 ? &cases[k].theirs : &cases[k].mine;
+    for (int k = 0; k < NMISMATCH; k++) {
+        const mismatch_t *mc = &mismatches[k];
+        const side_t *sd = ctx->rank >= mc->first ? &mc->theirs : &mc->mine;
+        call_t c = {.api = sd->api, .send = sendb, .recv = recvb, .count = sd->count,
+                    .dt = sd->dt, .op = sd->op, .root = sd->root, .comm = comm};
+        char want[16];
+        snprintf(want, sizeof(want), "rank %d", mc->first);
         memset(recvb, 0, sizeof(recvb));
-        tst_set_case(ctx, "CCL_CHECK_ARGS=1: %s", cases[k].what);
-        ccl_result_t rc = do_call(c);
+        tst_set_case(ctx, "CCL_CHECK_ARGS=1: %s", mc->what);
+        ccl_result_t rc = do_call(&c);
         const char *m = ccl_get_last_error(comm);
         if (rc != CCL_ERR_MISMATCH)
-            tst_fail(ctx, "%s: returned %s, expected CCL_ERR_MISMATCH", cases[k].what,
+            tst_fail(ctx, "%s: returned %s, expected CCL_ERR_MISMATCH", mc->what,
                      ccl_get_error_string(rc));
-        else if (!m || !strstr(m, "rank 2"))
-            tst_fail(ctx, "%s: the message does not name rank 2 (the first that differs): \"%s\"",
-                     cases[k].what, m ? m : "(NULL)");
+        else if (!m || !strstr(m, want))
+            tst_fail(ctx, "%s: the message does not name %s (the first that differs): \"%s\"",
+                     mc->what, want, m ? m : "(NULL)");
+        if (rc == CCL_ERR_MISMATCH && tst_check_bytes(recvb, sizeof(recvb), 0) < sizeof(recvb))
+            tst_fail(ctx, "%s: refused as a mismatch, but recvbuf was written", mc->what);
         /* A matching call afterwards works. */
         tst_case_t ok;
         memset(&ok, 0, sizeof(ok));
