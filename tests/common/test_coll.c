@@ -449,10 +449,11 @@ int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw)
     cfg->use_ccl_mem = tst_env_long("CCL_TEST_CCL_MEM", 0) != 0;
     sw->ncolls = filter_colls(sw, colls);
     sw->colls = colls;
-    const int *ranks = cfg->use_ccl_mem ? mem_ranks : default_ranks;
-    int nlist = argc > 1 ? argc - 1
-                         : cfg->use_ccl_mem ? (int)(sizeof mem_ranks / sizeof mem_ranks[0])
-                                            : (int)(sizeof default_ranks / sizeof default_ranks[0]);
+    const int *ranks = cfg->use_ccl_mem ? mem_ranks : sw->ranks ? sw->ranks : default_ranks;
+    int nlist = argc > 1             ? argc - 1
+                : cfg->use_ccl_mem   ? (int)(sizeof mem_ranks / sizeof mem_ranks[0])
+                : sw->ranks          ? sw->nranks
+                                     : (int)(sizeof default_ranks / sizeof default_ranks[0]);
     int failed = 0;
     printf("test_%s: seed %llu%s\n", name, (unsigned long long)cfg->seed,
            cfg->use_ccl_mem ? ", ccl_mem_alloc buffers" : "");

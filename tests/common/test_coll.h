@@ -105,14 +105,16 @@ typedef struct {
     const size_t *counts;
     int ncounts;
     size_t big_count;     /* 0: none */
+    const int *ranks;     /* rank counts to run (NULL: the defaults below) */
+    int nranks;
     int timeout_s;        /* per rank count; 0: 60 */
     tst_sweep_cfg_t cfg;  /* filled by tst_sweep_main */
 } tst_sweep_t;
 
 /* The shared main() of the collective sweeps: fills sw->cfg, then runs the
- * sweep on each rank count given in argv, or on the defaults (1 2 3 4 5 7 8
- * 16; with ccl_mem_alloc buffers 2 3 4 5, since every case allocates and
- * touches fresh memory on every rank). CCL_TEST_COLLS, a comma-separated
+ * sweep on each rank count given in argv, or on sw->ranks, or on the
+ * defaults (1 2 3 4 5 7 8 16; with ccl_mem_alloc buffers 2 3 4 5, since
+ * every case allocates and touches fresh memory on every rank). CCL_TEST_COLLS, a comma-separated
  * list of names, keeps only those collectives. Prints "<name>:
  * passed|FAILED"; returns the exit status. */
 int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw);
