@@ -102,6 +102,12 @@ $(BUILD)/bin/memcpy-bench: perf/memcpy_bench.c perf/bench_size.h
 $(BUILD)/bin/mpi-bench: perf/mpi_bench.c perf/bench_size.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -o $@ $< $(LDLIBS)
+# reduce-bench (perf/reduce_bench.c) times the library's host reduction
+# kernels at each SIMD level against memcpy.
+tools: $(BUILD)/bin/reduce-bench
+$(BUILD)/bin/reduce-bench: perf/reduce_bench.c perf/bench_size.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
 tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
 

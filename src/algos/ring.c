@@ -1,5 +1,5 @@
 /*
- * ring.c - ring allreduce and ring allgather schedules.
+ * ring.c - ring allreduce, allgather and reduce-scatter schedules.
  *
  * Ranks form the ring 0 -> 1 -> ... -> n-1 -> 0; rank r receives from r-1 and
  * sends to r+1. Allreduce is a reduce-scatter followed by an allgather over
@@ -11,7 +11,12 @@
  *   allgather, step s = 0..n-2:
  *     s < n-2        RECV_COPY_SEND part r-s
  *     s = n-2        RECV part r+2 (the last part, not sent on)
- * Each rank sends 2(n-1)/n of the data, the bandwidth optimum. The executor
+ * Each rank sends 2(n-1)/n of the data, the bandwidth optimum. Reduce-scatter
+ * is the first half alone, over the API's blocks (block p ends on rank p):
+ *     s = 0          SEND block r-1
+ *     0 < s < n-1    RECV_REDUCE_SEND block r-1-s
+ *     s = n-1        RECV_REDUCE_COPY block r (into recvbuf)
+ * The executor
  * pipelines every step in slot-sized slices, so step s+1 on the next rank
  * starts as soon as the first slice of step s arrives.
  */
@@ -102,13 +107,44 @@ static ccl_result_t ring_allgather(const sched_op_t *op, sched_t *s)
     return CCL_SUCCESS;
 }
 
+/* Reduce-scatter: block p is sendbuf[p*count ..), the result recvbuf[0 ..). */
+static ccl_result_t ring_reduce_scatter(const sched_op_t *op, sched_t *s)
+{
+    int n = op->nranks, r = op->rank;
+    size_t cnt = op->count;
+    ccl_result_t res = sched_reserve(s, n);
+    if (res != CCL_SUCCESS)
+        return res;
+    for (int step = 0; step < n; step++) {
+        int block = ring_mod(r - 1 - step, n);
+        sched_step_t *st = sched_add(s);
+        st->action = n == 1 ? SCHED_COPY
+                   : step == 0 ? SCHED_SEND
+                   : step < n - 1 ? SCHED_RECV_REDUCE_SEND : SCHED_RECV_REDUCE_COPY;
+        st->src_buf = SCHED_BUF_SEND;
+        st->src_off = (size_t)block * cnt;
+        st->count = cnt;
+        if (step > 0)
+            st->recv_peer = ring_mod(r - 1, n);
+        if (step < n - 1)
+            st->send_peer = ring_mod(r + 1, n);
+        if (step == n - 1) {
+            st->dst_buf = SCHED_BUF_RECV;
+            st->flags = SCHED_POSTOP;
+        }
+    }
+    return CCL_SUCCESS;
+}
+
 ccl_result_t ring_schedule(const sched_op_t *op, sched_t *out)
 {
     out->nsteps = 0;
     out->send_refs_safe_in_place = 1;
+    out->steps_independent = 0;
     switch (op->coll) {
     case SCHED_ALLREDUCE: return ring_allreduce(op, out);
     case SCHED_ALLGATHER: return ring_allgather(op, out);
+    case SCHED_REDUCE_SCATTER: return ring_reduce_scatter(op, out);
     default: return err_set(CCL_ERR_INTERNAL, "ring: no schedule for collective %d", (int)op->coll);
     }
 }

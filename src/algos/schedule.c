@@ -72,3 +72,34 @@ size_t sched_rounds(const sched_t *s, size_t elem_size, size_t slot_bytes)
     }
     return rounds;
 }
+
+const char *sched_coll_name(sched_coll_t coll)
+{
+    static const char *names[SCHED_NUM_COLLS] = {
+        "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
+        "alltoall", "gather", "scatter", "send", "recv",
+    };
+    return (unsigned)coll < SCHED_NUM_COLLS ? names[coll] : "?";
+}
+
+void sched_op_extent(const sched_op_t *op, size_t *send_elems, size_t *recv_elems)
+{
+    size_t c = op->count, all = c * (size_t)op->nranks;
+    int root = op->rank == op->root;
+    size_t s = c, r = c;
+    switch (op->coll) {
+    case SCHED_ALLREDUCE: break;
+    case SCHED_ALLGATHER: r = all; break;
+    case SCHED_REDUCE_SCATTER: s = all; break;
+    case SCHED_BROADCAST: s = root ? c : 0; break;
+    case SCHED_REDUCE: r = root ? c : 0; break;
+    case SCHED_ALLTOALL: s = r = all; break;
+    case SCHED_GATHER: r = root ? all : 0; break;
+    case SCHED_SCATTER: s = root ? all : 0; break;
+    case SCHED_P2P_SEND: r = 0; break;
+    case SCHED_P2P_RECV: s = 0; break;
+    default: s = r = 0; break;
+    }
+    *send_elems = s;
+    *recv_elems = r;
+}

@@ -43,16 +43,31 @@ typedef struct {
     size_t count;         /* elements */
 } sched_step_t;
 
-typedef enum { SCHED_ALLREDUCE, SCHED_ALLGATHER, SCHED_NUM_COLLS } sched_coll_t;
+typedef enum {
+    SCHED_ALLREDUCE,
+    SCHED_ALLGATHER,
+    SCHED_REDUCE_SCATTER,
+    SCHED_BROADCAST,
+    SCHED_REDUCE,
+    SCHED_ALLTOALL,
+    SCHED_GATHER,
+    SCHED_SCATTER,
+    SCHED_P2P_SEND, /* point to point: one rank's half of a transfer */
+    SCHED_P2P_RECV,
+    SCHED_NUM_COLLS
+} sched_coll_t;
 
-/* The operation as every rank sees it. `count` is per the API: allreduce's
- * element count, allgather's per-rank sendcount. */
+/* The operation as this rank sees it. `count` is per the API: allreduce's,
+ * broadcast's and reduce's element count, the per-rank block of
+ * allgather/reduce-scatter/alltoall/gather/scatter, a send's or receive's
+ * length. `root` is the root of rooted collectives and the peer of p2p. */
 typedef struct {
     sched_coll_t coll;
     size_t count;
     size_t elem_size;
     int nranks;
     int rank;
+    int root;
 } sched_op_t;
 
 typedef struct {
@@ -64,6 +79,10 @@ typedef struct {
      * read it (the ring: the value that overwrites it is derived from
      * those reads). Executors may then send such parts by reference. */
     int send_refs_safe_in_place;
+    /* Set when no step reads what an earlier step of the same schedule
+     * wrote (alltoall, gather, scatter, p2p): the engine may then run the
+     * steps in any order, subject only to each connection's order. */
+    int steps_independent;
 } sched_t;
 
 /* Grows the step array; returns CCL_ERR_SYSTEM when out of memory. */
@@ -88,10 +107,24 @@ static inline size_t sched_step_slices(const sched_step_t *st, size_t elem_size,
 }
 size_t sched_rounds(const sched_t *s, size_t elem_size, size_t slot_bytes);
 
-/* Algorithms. Each fills `out` (reset first) for op->rank. */
+const char *sched_coll_name(sched_coll_t coll);
+/* Whether the collective combines values with a reduction operator. */
+static inline int sched_coll_reduces(sched_coll_t c)
+{
+    return c == SCHED_ALLREDUCE || c == SCHED_REDUCE_SCATTER || c == SCHED_REDUCE;
+}
+/* Elements this rank reads from sendbuf and writes to recvbuf. */
+void sched_op_extent(const sched_op_t *op, size_t *send_elems, size_t *recv_elems);
+
+/* Algorithms. Each fills `out` (reset first) for op->rank.
+ * Ring: allreduce, allgather, reduce-scatter. */
 ccl_result_t ring_schedule(const sched_op_t *op, sched_t *out);
 /* One-shot for 2 ranks: each sends everything and reduces what it receives.
  * Only allreduce with exactly 2 ranks. */
 ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out);
+/* Pipelined chain from/to the root: broadcast, reduce. */
+ccl_result_t chain_schedule(const sched_op_t *op, sched_t *out);
+/* Every rank straight to every peer: alltoall, gather, scatter, send, recv. */
+ccl_result_t pairwise_schedule(const sched_op_t *op, sched_t *out);
 
 #endif

@@ -1,33 +1,70 @@
 /*
- * coll.c - the collective entry points: check, then run now (NULL stream) or
- * queue on a host stream; and coll_run, which turns a call into a schedule
- * and hands it to the host executor.
+ * coll.c - the collective and point-to-point entry points, and coll_run,
+ * which turns calls into schedules and hands them to the host executor.
+ *
+ * A call is checked (argcheck.c), then run now (NULL stream), queued on a
+ * host stream, or, inside ccl_group_start/end, queued in the thread's group
+ * (group.c). coll_run handles one call and a group alike: it sorts the
+ * calls into one job per communicator, in the order every rank agrees on,
+ * locks those communicators, optionally cross-checks the arguments
+ * (CCL_CHECK_ARGS), and runs everything together.
  */
 #include "core/argcheck.h"
 #include "core/comm.h"
 #include "core/err.h"
+#include "core/param.h"
 #include "device/reduce.h"
 
-const char *coll_name(sched_coll_t coll)
+#include <stdlib.h>
+#include <string.h>
+
+void coll_extent(const coll_args_t *a, size_t *send_bytes, size_t *recv_bytes)
 {
-    return coll == SCHED_ALLGATHER ? "allgather" : "allreduce";
+    size_t esz = dev_dtype_size(a->dtype), s, r;
+    sched_op_t op = {a->coll, a->count, esz, a->comm->nranks, a->comm->rank, a->root};
+    sched_op_extent(&op, &s, &r);
+    *send_bytes = s * esz;
+    *recv_bytes = r * esz;
 }
 
-static ccl_result_t coll_build(struct ccl_comm *comm, const coll_args_t *a, algo_t *algo)
+static ccl_result_t coll_schedule(struct ccl_comm *comm, const coll_args_t *a, algo_t algo, sched_t *out)
 {
     size_t esz = dev_dtype_size(a->dtype);
-    sched_op_t op = {a->coll, a->count, esz, comm->nranks, comm->rank};
-    *algo = tuner_pick(comm, a->coll, a->count * esz);
-    if (*algo == ALGO_ONESHOT)
-        return CCL_SUCCESS; /* no schedule: exec_host_oneshot */
-    return *algo == ALGO_DIRECT ? direct_schedule(&op, &comm->sched) : ring_schedule(&op, &comm->sched);
+    sched_op_t op = {a->coll, a->count, esz, comm->nranks, comm->rank, a->root};
+    switch (algo) {
+    case ALGO_DIRECT: return direct_schedule(&op, out);
+    case ALGO_CHAIN: return chain_schedule(&op, out);
+    case ALGO_PAIRWISE: return pairwise_schedule(&op, out);
+    default: return ring_schedule(&op, out);
+    }
 }
 
-ccl_result_t coll_run(const coll_args_t *a)
+static void coll_fail_context(const coll_args_t *a, uint64_t seq, int ncalls)
+{
+    struct ccl_comm *comm = a->comm;
+    if (ncalls > 1)
+        err_prefix("rank %d: group of %d calls (first: %s) #%llu: ", comm->rank, ncalls,
+                   sched_coll_name(a->coll), (unsigned long long)seq);
+    else if (sched_coll_reduces(a->coll))
+        err_prefix("rank %d: %s #%llu (%zu x %s, %s): ", comm->rank, sched_coll_name(a->coll),
+                   (unsigned long long)seq, a->count, dev_dtype_name(a->dtype), dev_op_name(a->kop));
+    else
+        err_prefix("rank %d: %s #%llu (%zu x %s): ", comm->rank, sched_coll_name(a->coll),
+                   (unsigned long long)seq, a->count, dev_dtype_name(a->dtype));
+}
+
+static int coll_cmp_comm(const void *x, const void *y)
+{
+    const coll_args_t *a = x, *b = y;
+    return a->comm < b->comm ? -1 : a->comm > b->comm;
+}
+
+/* One call: the fast path (no allocation); the one-shot board is only
+ * used here, since a group's calls progress together. */
+static ccl_result_t coll_run_one(coll_args_t *a)
 {
     ccl_result_t res = CCL_SUCCESS;
     struct ccl_comm *comm = a->comm;
-    algo_t algo = ALGO_RING;
     pthread_mutex_lock(&comm->exec_lock);
     uint64_t seq = ++comm->seq;
     if (atomic_load(&comm->aborted))
@@ -35,11 +72,30 @@ ccl_result_t coll_run(const coll_args_t *a)
     if (comm->broken)
         CCL_FAIL(CCL_ERR_INVALID_USAGE, "an earlier collective on this communicator failed; "
                  "its connections are in an unknown state: destroy it and create a new one");
-    CCL_TRY(coll_build(comm, a, &algo));
-    LOG_TRACE(SUB_COLL, "%s #%llu: %zu x %s, %s, algo %s, %d steps", coll_name(a->coll),
-              (unsigned long long)seq, a->count, dev_dtype_name(a->dtype), dev_op_name(a->op),
-              tuner_algo_name(algo), comm->sched.nsteps);
-    res = algo == ALGO_ONESHOT ? exec_host_oneshot(comm, a) : exec_host_run(comm, &comm->sched, a);
+    if (a->premul_ptr)
+        memcpy(a->premul_scalar, a->premul_ptr, dev_dtype_size(a->dtype));
+    exec_job_t job = {comm, a, &comm->sched, 1};
+    int failed = 0;
+    if (comm->check_args && a->coll != SCHED_P2P_SEND && a->coll != SCHED_P2P_RECV) {
+        res = check_args_run(&job, 1, &failed);
+        if (res == CCL_ERR_MISMATCH)
+            goto out; /* every rank knows: nothing was sent, the comm is fine */
+        if (res != CCL_SUCCESS)
+            goto broken;
+    }
+    size_t board = exec_board_bytes(a, comm->nranks);
+    algo_t algo = tuner_pick(comm, a->coll, board, 0);
+    if (algo == ALGO_ONESHOT && a->premul && board > comm->slot_size)
+        algo = tuner_pick(comm, a->coll, board, 1);
+    LOG_TRACE(SUB_COLL, "%s #%llu: %zu x %s, %s, algo %s", sched_coll_name(a->coll), (unsigned long long)seq,
+              a->count, dev_dtype_name(a->dtype), dev_op_name(a->kop), tuner_algo_name(algo));
+    if (algo == ALGO_ONESHOT) {
+        res = exec_host_oneshot(comm, a);
+    } else {
+        CCL_TRY(coll_schedule(comm, a, algo, &comm->sched));
+        res = exec_host_run(&job, 1, &failed);
+    }
+broken:
     if (res != CCL_SUCCESS) {
         /* Peers may be blocked on us mid-schedule: poison the connections
          * so they fail now rather than at their timeout. */
@@ -49,47 +105,240 @@ ccl_result_t coll_run(const coll_args_t *a)
 out:
     pthread_mutex_unlock(&comm->exec_lock);
     if (res != CCL_SUCCESS) {
-        err_prefix("rank %d: %s #%llu (%zu x %s, %s): ", comm->rank, coll_name(a->coll),
-                   (unsigned long long)seq, a->count, dev_dtype_name(a->dtype),
-                   a->coll == SCHED_ALLREDUCE ? dev_op_name(a->op) : "-");
+        coll_fail_context(a, seq, 1);
         comm_record_error(comm);
     }
     return res;
 }
 
-static ccl_result_t coll_submit(const coll_args_t *a, ccl_stream_t stream, const char *name)
+/* Within one comm, collectives first (in call order), then send/recv (in
+ * call order): every rank builds the same order even when the application
+ * interleaves them differently, and sends to a peer still match its
+ * receives in call order. */
+static int coll_order_key(const coll_args_t *a)
+{
+    return a->coll == SCHED_P2P_SEND || a->coll == SCHED_P2P_RECV;
+}
+
+static ccl_result_t coll_run_group(const coll_args_t *in, int ncalls)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    coll_args_t *calls = malloc((size_t)ncalls * sizeof *calls);
+    sched_t *scheds = calloc((size_t)ncalls, sizeof *scheds);
+    exec_job_t *jobs = calloc((size_t)ncalls, sizeof *jobs);
+    uint64_t *seqs = calloc((size_t)ncalls, sizeof *seqs);
+    int njobs = 0, locked = 0, failed = -1;
+    if (!calls || !scheds || !jobs || !seqs)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for a group of %d calls", ncalls);
+    /* Stable sort by (comm, order key): insertion keeps call order. */
+    for (int i = 0; i < ncalls; i++) {
+        int j = i;
+        while (j > 0 && (coll_cmp_comm(&calls[j - 1], &in[i]) > 0 ||
+                         (calls[j - 1].comm == in[i].comm &&
+                          coll_order_key(&calls[j - 1]) > coll_order_key(&in[i])))) {
+            calls[j] = calls[j - 1];
+            j--;
+        }
+        calls[j] = in[i];
+    }
+    for (int i = 0; i < ncalls; i++) {
+        if (njobs == 0 || jobs[njobs - 1].comm != calls[i].comm)
+            jobs[njobs++] = (exec_job_t){calls[i].comm, &calls[i], &scheds[i], 0};
+        jobs[njobs - 1].ncalls++;
+    }
+    /* Locks in address order (the sort's order): two threads running
+     * groups over the same comms cannot deadlock on them. */
+    for (; locked < njobs; locked++) {
+        struct ccl_comm *comm = jobs[locked].comm;
+        pthread_mutex_lock(&comm->exec_lock);
+        seqs[locked] = ++comm->seq;
+        if (atomic_load(&comm->aborted)) {
+            failed = locked++;
+            CCL_FAIL(CCL_ERR_ABORTED, "the communicator was aborted");
+        }
+        if (comm->broken) {
+            failed = locked++;
+            CCL_FAIL(CCL_ERR_INVALID_USAGE, "an earlier collective on this communicator failed; "
+                     "its connections are in an unknown state: destroy it and create a new one");
+        }
+    }
+    int check = 0;
+    for (int j = 0; j < njobs; j++) {
+        check |= jobs[j].comm->check_args;
+        for (int c = 0; c < jobs[j].ncalls; c++) {
+            coll_args_t *a = (coll_args_t *)&jobs[j].calls[c];
+            if (a->premul_ptr)
+                memcpy(a->premul_scalar, a->premul_ptr, dev_dtype_size(a->dtype));
+        }
+    }
+    if (check) {
+        res = check_args_run(jobs, njobs, &failed);
+        if (res == CCL_ERR_MISMATCH)
+            goto out;
+        if (res != CCL_SUCCESS)
+            goto broken;
+    }
+    for (int j = 0; j < njobs; j++) {
+        for (int c = 0; c < jobs[j].ncalls; c++) {
+            const coll_args_t *a = &jobs[j].calls[c];
+            size_t esz = dev_dtype_size(a->dtype);
+            algo_t algo = tuner_pick(a->comm, a->coll, a->count * esz, 1);
+            res = coll_schedule(a->comm, a, algo, (sched_t *)&jobs[j].scheds[c]);
+            if (res != CCL_SUCCESS) {
+                failed = j;
+                goto broken;
+            }
+        }
+    }
+    res = exec_host_run(jobs, njobs, &failed);
+broken:
+    if (res != CCL_SUCCESS) {
+        for (int j = 0; j < njobs; j++) {
+            jobs[j].comm->broken = 1;
+            connect_poison(jobs[j].comm);
+        }
+    }
+out:
+    for (int j = locked - 1; j >= 0; j--)
+        pthread_mutex_unlock(&jobs[j].comm->exec_lock);
+    if (res != CCL_SUCCESS) {
+        int f = failed >= 0 && failed < njobs ? failed : 0;
+        if (njobs > 0) {
+            coll_fail_context(jobs[f].calls, seqs[f], jobs[f].ncalls);
+            for (int j = 0; j < njobs; j++)
+                comm_record_error(jobs[j].comm);
+        }
+    }
+    for (int i = 0; scheds && i < ncalls; i++)
+        sched_free(&scheds[i]);
+    free(scheds);
+    free(jobs);
+    free(seqs);
+    free(calls);
+    return res;
+}
+
+ccl_result_t coll_run(const coll_args_t *calls, int ncalls)
+{
+    if (ncalls == 1) {
+        coll_args_t a = calls[0];
+        return coll_run_one(&a);
+    }
+    return coll_run_group(calls, ncalls);
+}
+
+static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char *name)
 {
     err_clear();
     ccl_result_t res = argcheck_coll(a, name);
+    if (res == CCL_SUCCESS && sched_coll_reduces(a->coll))
+        res = redop_resolve(a->comm, a, name);
+    if (res == CCL_SUCCESS && stream && !stream_is_host(stream))
+        res = err_set(CCL_ERR_UNSUPPORTED, "%s: stream %p is not a ccl host stream, and this build has "
+                      "no CUDA support for device streams", name, stream);
+    if (group_active())
+        return group_add(a, res, stream, name);
     if (res != CCL_SUCCESS) {
         if (comm_is_live(a->comm))
             comm_record_error(a->comm);
         return res;
     }
-    if (stream && !stream_is_host(stream)) {
-        res = err_set(CCL_ERR_UNSUPPORTED, "%s: stream %p is not a ccl host stream, and this build has "
-                      "no CUDA support for device streams", name, stream);
-        comm_record_error(a->comm);
-        return res;
-    }
     comm_pending_add(a->comm);
     if (stream)
-        return stream_enqueue(stream, a); /* the stream's worker calls pending_done */
-    res = coll_run(a);
+        return stream_enqueue(stream, a, 1); /* the stream's worker calls pending_done */
+    res = coll_run(a, 1);
     comm_pending_done(a->comm);
     return res;
 }
 
+#define COLL_ARGS(c_, s_, r_, n_, t_, o_, root_, comm_)                                   \
+    {.coll = (c_), .sendbuf = (s_), .recvbuf = (r_), .count = (n_), .dtype = (t_), .op = (o_), \
+     .root = (root_), .comm = (comm_), .kop = (o_)}
+
 CCL_API ccl_result_t ccl_allreduce(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
                                    ccl_redop_t op, ccl_comm_t comm, ccl_stream_t stream)
 {
-    coll_args_t a = {SCHED_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, comm};
+    coll_args_t a = COLL_ARGS(SCHED_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, comm);
     return coll_submit(&a, stream, "ccl_allreduce");
 }
 
 CCL_API ccl_result_t ccl_allgather(const void *sendbuf, void *recvbuf, size_t sendcount,
                                    ccl_datatype_t dtype, ccl_comm_t comm, ccl_stream_t stream)
 {
-    coll_args_t a = {SCHED_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, CCL_SUM, comm};
+    coll_args_t a = COLL_ARGS(SCHED_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, CCL_SUM, 0, comm);
     return coll_submit(&a, stream, "ccl_allgather");
+}
+
+CCL_API ccl_result_t ccl_reduce_scatter(const void *sendbuf, void *recvbuf, size_t recvcount,
+                                        ccl_datatype_t dtype, ccl_redop_t op, ccl_comm_t comm,
+                                        ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0, comm);
+    return coll_submit(&a, stream, "ccl_reduce_scatter");
+}
+
+CCL_API ccl_result_t ccl_broadcast(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                                   int root, ccl_comm_t comm, ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_BROADCAST, sendbuf, recvbuf, count, dtype, CCL_SUM, root, comm);
+    return coll_submit(&a, stream, "ccl_broadcast");
+}
+
+CCL_API ccl_result_t ccl_bcast(void *buf, size_t count, ccl_datatype_t dtype, int root, ccl_comm_t comm,
+                               ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_BROADCAST, buf, buf, count, dtype, CCL_SUM, root, comm);
+    return coll_submit(&a, stream, "ccl_bcast");
+}
+
+CCL_API ccl_result_t ccl_reduce(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                                ccl_redop_t op, int root, ccl_comm_t comm, ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_REDUCE, sendbuf, recvbuf, count, dtype, op, root, comm);
+    return coll_submit(&a, stream, "ccl_reduce");
+}
+
+CCL_API ccl_result_t ccl_alltoall(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                                  ccl_comm_t comm, ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_ALLTOALL, sendbuf, recvbuf, count, dtype, CCL_SUM, 0, comm);
+    return coll_submit(&a, stream, "ccl_alltoall");
+}
+
+CCL_API ccl_result_t ccl_gather(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                                int root, ccl_comm_t comm, ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_GATHER, sendbuf, recvbuf, count, dtype, CCL_SUM, root, comm);
+    return coll_submit(&a, stream, "ccl_gather");
+}
+
+CCL_API ccl_result_t ccl_scatter(const void *sendbuf, void *recvbuf, size_t count, ccl_datatype_t dtype,
+                                 int root, ccl_comm_t comm, ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_SCATTER, sendbuf, recvbuf, count, dtype, CCL_SUM, root, comm);
+    return coll_submit(&a, stream, "ccl_scatter");
+}
+
+CCL_API ccl_result_t ccl_send(const void *sendbuf, size_t count, ccl_datatype_t dtype, int peer,
+                              ccl_comm_t comm, ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_P2P_SEND, sendbuf, NULL, count, dtype, CCL_SUM, peer, comm);
+    return coll_submit(&a, stream, "ccl_send");
+}
+
+CCL_API ccl_result_t ccl_recv(void *recvbuf, size_t count, ccl_datatype_t dtype, int peer,
+                              ccl_comm_t comm, ccl_stream_t stream)
+{
+    coll_args_t a = COLL_ARGS(SCHED_P2P_RECV, NULL, recvbuf, count, dtype, CCL_SUM, peer, comm);
+    return coll_submit(&a, stream, "ccl_recv");
+}
+
+/* A one-byte allreduce: on one host it goes through the board, one
+ * synchronisation of all ranks. */
+CCL_API ccl_result_t ccl_barrier(ccl_comm_t comm, ccl_stream_t stream)
+{
+    static const uint8_t zero = 0;
+    static _Thread_local uint8_t sink;
+    coll_args_t a = COLL_ARGS(SCHED_ALLREDUCE, &zero, &sink, 1, CCL_UINT8, CCL_MAX, 0, comm);
+    return coll_submit(&a, stream, "ccl_barrier");
 }

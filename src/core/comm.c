@@ -103,8 +103,11 @@ static void comm_free(struct ccl_comm *comm)
     shm_peer_cache_close(&comm->peer_maps);
     bs_close(&comm->bs);
     sched_free(&comm->sched);
+    free(comm->eng_arena);
+    redop_free(comm);
     free(comm->scratch);
     pthread_mutex_destroy(&comm->exec_lock);
+    pthread_mutex_destroy(&comm->redop_lock);
     pthread_mutex_destroy(&comm->pending_lock);
     pthread_cond_destroy(&comm->pending_cond);
     free(comm);
@@ -134,11 +137,13 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->spin = wait_spin_budget(comm->nlocal);
     comm->yield = wait_yield_budget(comm->nlocal);
     CCL_TRY(comm_agree_fifo(comm));
-    CCL_TRY(connect_ring(comm));
+    CCL_TRY(connect_mesh(comm));
     CCL_TRY(connect_board(comm));
-    if (posix_memalign(&comm->scratch, 4096, comm->slot_size) != 0)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", comm->slot_size);
-    memset(comm->scratch, 0, comm->slot_size);
+    if (posix_memalign(&comm->scratch, 4096, 2 * comm->slot_size) != 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", 2 * comm->slot_size);
+    memset(comm->scratch, 0, 2 * comm->slot_size);
+    comm->check_args = param_int(PARAM_CHECK_ARGS) != 0;
+    comm->redop_tag = redop_new_tag();
     comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
     comm->single_copy_threshold = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
     LOG_INFO(SUB_INIT, "rank %d/%d ready: %d local ranks, %u slots of %zu bytes, spin %d",
@@ -166,6 +171,7 @@ CCL_API ccl_result_t ccl_comm_init_rank(ccl_comm_t *out, int nranks, ccl_unique_
     comm->nranks = nranks;
     comm->bs.listen_fd = comm->bs.next_fd = comm->bs.prev_fd = -1;
     pthread_mutex_init(&comm->exec_lock, NULL);
+    pthread_mutex_init(&comm->redop_lock, NULL);
     pthread_mutex_init(&comm->pending_lock, NULL);
     pthread_cond_init(&comm->pending_cond, NULL);
     log_set_rank(rank);
@@ -261,6 +267,11 @@ static ccl_result_t comm_teardown(ccl_comm_t comm, const char *who)
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm)
 {
     err_clear();
+    /* Destroy waits for queued calls, which this thread would only run at
+     * its ccl_group_end: refuse rather than wait forever. */
+    if (comm_is_live(comm) && group_holds(comm))
+        return err_set(CCL_ERR_GROUP, "ccl_comm_destroy: this thread's open group has calls queued on the "
+                       "communicator; call ccl_group_end first (or ccl_comm_abort to drop them)");
     return comm_teardown(comm, "ccl_comm_destroy");
 }
 
@@ -270,6 +281,7 @@ CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm)
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_abort: comm is NULL or already destroyed");
     atomic_store(&comm->aborted, 1);
+    group_drop(comm); /* queued in this thread's open group: they never run */
     /* Wakes our own blocked waiters and tells peers, whose waits on these
      * connections end with an error instead of a timeout. */
     connect_poison(comm);

@@ -4,6 +4,7 @@
 #ifndef CCL_CORE_COMM_H
 #define CCL_CORE_COMM_H
 
+#include "algos/engine.h"
 #include "algos/schedule.h"
 #include "bootstrap/bootstrap.h"
 #include "ccl.h"
@@ -16,7 +17,17 @@
 
 #define COMM_ERR_MAX 1024
 
-typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_COUNT } algo_t;
+typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_COUNT } algo_t;
+
+/* A premulsum operator created on this comm (ccl_redop_create_premulsum). */
+typedef struct {
+    int in_use;
+    ccl_datatype_t dtype;
+    const void *scalar_ptr;        /* CCL_SCALAR_DEVICE: read at each call */
+    unsigned char scalar[8];       /* CCL_SCALAR_HOST_IMMEDIATE: the value */
+} comm_redop_t;
+
+#define COMM_MAX_REDOPS 1024
 
 struct ccl_comm {
     int rank, nranks;
@@ -28,13 +39,20 @@ struct ccl_comm {
     size_t slot_size;        /* agreed by all ranks at init */
     uint32_t nslots;
     int spin, yield;         /* wait policy (us), from the local rank count */
-    void *scratch;           /* slot_size bytes for reductions that stream out */
+    void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
     size_t single_copy_threshold; /* messages this large may go by reference */
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 
     pthread_mutex_t exec_lock; /* one collective at a time per comm */
     sched_t sched;             /* reused schedule storage, under exec_lock */
+    void *eng_arena;           /* reused engine state, under exec_lock */
+    size_t eng_arena_cap;
+    int check_args;            /* CCL_CHECK_ARGS: verify calls across ranks first */
+
+    pthread_mutex_t redop_lock;
+    comm_redop_t *redops;      /* [COMM_MAX_REDOPS], allocated on first use */
+    int redop_tag;             /* tells this comm's operators from others' */
     uint64_t seq;              /* collectives run, for error messages */
     int broken;                /* an earlier collective failed mid-way */
 
@@ -47,15 +65,22 @@ struct ccl_comm {
     char last_error[COMM_ERR_MAX];
 };
 
-/* The arguments of one collective call, as queued on a stream. */
+/* The arguments of one call, as checked, grouped and queued. */
 typedef struct {
     sched_coll_t coll;
     const void *sendbuf;
     void *recvbuf;
     size_t count;
     ccl_datatype_t dtype;
-    ccl_redop_t op;
+    ccl_redop_t op;          /* as the caller passed it */
+    int root;                /* root of rooted collectives, peer of send/recv */
     struct ccl_comm *comm;
+    /* Filled by redop_resolve: the operator the kernels apply (a premulsum
+     * reduces with sum after multiplying this rank's input by the scalar). */
+    ccl_redop_t kop;
+    int premul;
+    const void *premul_ptr;  /* read when the call runs, if not NULL */
+    unsigned char premul_scalar[8];
 } coll_args_t;
 
 /* comm.c */
@@ -65,27 +90,62 @@ void comm_pending_done(struct ccl_comm *comm);
 /* Copies this thread's error message into the comm (for ccl_get_last_error). */
 void comm_record_error(struct ccl_comm *comm);
 
-/* connect.c: shm FIFOs along the ring, and the one-shot board. */
-ccl_result_t connect_ring(struct ccl_comm *comm);
+/* connect.c: shm FIFOs between every pair of local ranks, and the one-shot
+ * board. */
+ccl_result_t connect_mesh(struct ccl_comm *comm);
 ccl_result_t connect_board(struct ccl_comm *comm);
 void connect_close(struct ccl_comm *comm);
 void connect_poison(struct ccl_comm *comm);
 
-/* exec_host.c */
-ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const coll_args_t *args);
-/* The one-shot path: every rank reads every rank's input from the board. */
+/* exec_host.c. One job per communicator: the calls on it, in the order
+ * every rank agrees on, each with its schedule. */
+typedef struct {
+    struct ccl_comm *comm;
+    const coll_args_t *calls; /* ncalls, in engine order */
+    const sched_t *scheds;    /* ncalls */
+    int ncalls;
+} exec_job_t;
+/* Runs all jobs to completion, progressing them together (one thread may
+ * drive every rank of a ccl_comm_init_all group). On failure *failed is the
+ * index of the job that failed. */
+ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed);
+/* The one-shot path: every rank reads what it needs from the board. */
 ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *args);
+/* Bytes one call puts on the board per rank at most (same on every rank). */
+size_t exec_board_bytes(const coll_args_t *args, int nranks);
 
-/* coll.c: runs one collective now, on the calling thread. */
-ccl_result_t coll_run(const coll_args_t *args);
-const char *coll_name(sched_coll_t coll);
+/* coll.c: runs calls now, on the calling thread (one call, or a group's
+ * calls; several comms allowed). Takes every comm's exec_lock. */
+ccl_result_t coll_run(const coll_args_t *calls, int ncalls);
+/* Bytes of the user's buffers one call reads and writes on this rank. */
+void coll_extent(const coll_args_t *a, size_t *send_bytes, size_t *recv_bytes);
+
+/* group.c: whether this thread is inside ccl_group_start/end; queue a
+ * call there (takes the comm's pending count with it); `checked` is the
+ * result of its checks, remembered for ccl_group_end when it failed. */
+int group_active(void);
+/* Whether this thread's open group holds calls on comm; group_drop removes
+ * them (abort: they can never run). */
+int group_holds(const struct ccl_comm *comm);
+void group_drop(struct ccl_comm *comm);
+ccl_result_t group_add(const coll_args_t *args, ccl_result_t checked, ccl_stream_t stream, const char *name);
+
+/* redop.c: fills args->kop/premul from args->op, or fails (INVALID_OP). */
+ccl_result_t redop_resolve(struct ccl_comm *comm, coll_args_t *args, const char *name);
+void redop_free(struct ccl_comm *comm);
+int redop_new_tag(void);
+
+/* check_args.c: CCL_CHECK_ARGS=1, before anything is sent: all ranks of
+ * each job exchange what they were called with. Runs the exchange through
+ * the executor (so it works when one thread drives several ranks). */
+ccl_result_t check_args_run(exec_job_t *jobs, int njobs, int *failed);
 
 /* tuner.c */
-algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes);
+algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
 const char *tuner_algo_name(algo_t algo);
 
-/* stream.c */
+/* stream.c: the stream takes a copy of the calls (one call or a group). */
 int stream_is_host(ccl_stream_t stream);
-ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *args);
+ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int ncalls);
 
 #endif

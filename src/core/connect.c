@@ -1,10 +1,13 @@
 /*
  * connect.c - builds the shm connections a communicator's algorithms use.
  *
- * Today that is the ring (each rank receives from rank-1 and sends to
- * rank+1), which also serves the two-rank direct algorithm. Each receiver
- * creates its segment, the names travel in a bootstrap allgather, senders map
- * them, and after a barrier (both sides mapped) the creators unlink the names.
+ * Every rank gets a FIFO to and from every rank of its host (itself
+ * included, for send/recv to self): rings, chains, alltoall and p2p all use
+ * the same connections, which keeps the order of what crosses each one
+ * simple to reason about. Only the ring neighbour's FIFO is pre-faulted at
+ * init; the others fault in on first use. Each receiver creates its
+ * segments, the names travel in a bootstrap allgather, senders map them, and
+ * after a barrier (both sides mapped) the creators unlink the names.
  * The one-shot board is one segment for all ranks, created by rank 0.
  */
 #include "core/comm.h"
@@ -14,41 +17,42 @@
 #include <stdlib.h>
 #include <string.h>
 
-ccl_result_t connect_ring(struct ccl_comm *comm)
+ccl_result_t connect_mesh(struct ccl_comm *comm)
 {
     ccl_result_t res = CCL_SUCCESS;
-    int n = comm->nranks, r = comm->rank;
+    int n = comm->nranks, r = comm->rank, created = 0;
     char *names = NULL;
     comm->send_conns = calloc((size_t)n, sizeof *comm->send_conns);
     comm->recv_conns = calloc((size_t)n, sizeof *comm->recv_conns);
     if (!comm->send_conns || !comm->recv_conns)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d connections", n);
-    if (n == 1)
-        goto out;
-    int prev = (r + n - 1) % n, next = (r + 1) % n;
-    names = calloc((size_t)n, SHM_NAME_MAX);
+    int prev = (r + n - 1) % n;
+    /* names[q*n + p]: the segment rank q created to receive from rank p. */
+    names = calloc((size_t)n * (size_t)n, SHM_NAME_MAX);
     if (!names)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
-    char *mine = names + (size_t)r * SHM_NAME_MAX;
-    CCL_TRY(shm_conn_create(&comm->recv_conns[prev], comm->nslots, comm->slot_size, mine));
-    res = bs_allgather(&comm->bs, names, SHM_NAME_MAX);
-    if (res != CCL_SUCCESS) {
-        shm_name_unlink(mine);
+    char *mine = names + (size_t)r * (size_t)n * SHM_NAME_MAX;
+    for (int p = 0; p < n; p++, created++)
+        CCL_TRY(shm_conn_create(&comm->recv_conns[p], comm->nslots, comm->slot_size,
+                                mine + (size_t)p * SHM_NAME_MAX, p == prev));
+    res = bs_allgather(&comm->bs, names, (size_t)n * SHM_NAME_MAX);
+    if (res != CCL_SUCCESS)
         goto out;
+    for (int q = 0; q < n && res == CCL_SUCCESS; q++) {
+        char *theirs = names + ((size_t)q * (size_t)n + (size_t)r) * SHM_NAME_MAX;
+        theirs[SHM_NAME_MAX - 1] = '\0';
+        res = shm_conn_open(&comm->send_conns[q], theirs);
+        if (res != CCL_SUCCESS)
+            err_prefix("rank %d: mapping the segment of rank %d: ", r, q);
     }
-    char *theirs = names + (size_t)next * SHM_NAME_MAX;
-    theirs[SHM_NAME_MAX - 1] = '\0';
-    res = shm_conn_open(&comm->send_conns[next], theirs);
-    /* Everyone has mapped (or failed) after this barrier; the name can go
+    /* Everyone has mapped (or failed) after this barrier; the names can go
      * either way, so a failed init leaves nothing in /dev/shm. */
     ccl_result_t bres = bs_barrier(&comm->bs);
-    shm_name_unlink(mine);
-    if (res != CCL_SUCCESS) {
-        err_prefix("rank %d: mapping the segment of rank %d: ", r, next);
-        goto out;
-    }
+    CCL_TRY(res);
     CCL_TRY(bres);
 out:
+    for (int p = 0; names && p < created; p++)
+        shm_name_unlink(names + ((size_t)r * (size_t)n + (size_t)p) * SHM_NAME_MAX);
     free(names);
     return res;
 }

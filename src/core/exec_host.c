@@ -1,11 +1,14 @@
 /*
- * exec_host.c - the host executor: runs a schedule over host buffers and the
+ * exec_host.c - the host executor: runs schedules over host buffers and the
  * comm's shm connections, on the calling thread.
  *
  * Every step is cut into slices of one connection slot, so a long step
  * streams through the FIFO and the next rank starts on the first slice while
  * we work on the second. Each slice is a single pass over memory: a fused
- * action reads its inputs once and writes all of its outputs.
+ * action reads its inputs once and writes all of its outputs. Which slice
+ * runs next is the engine's decision (algos/engine.h); this file tries the
+ * slices and waits, when nothing can run, for the first one that was not
+ * ready.
  */
 #include "core/comm.h"
 #include "core/err.h"
@@ -16,14 +19,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-typedef struct {
-    struct ccl_comm *comm;
-    int peer;
-    const char *what; /* "receive from" / "send to" */
-} exec_wait_ctx_t;
 
 /* A pid that is gone, or a zombie whose parent has not reaped it yet. */
 static int exec_pid_dead(pid_t pid)
@@ -42,8 +40,16 @@ static int exec_pid_dead(pid_t pid)
     return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
-/* Runs while a wait sleeps. peer < 0: the wait depends on every rank (the
- * one-shot board), so every local peer's liveness is checked. */
+typedef struct {
+    struct ccl_comm *comm;
+    int peer;          /* -1: every rank (the board) */
+    const char *what;  /* "receive from" / "send to" */
+    uint64_t idle_since; /* last progress of the whole executor */
+    int others;        /* other steps wait too: come back to re-check them */
+} exec_wait_ctx_t;
+
+/* Runs while a wait sleeps (every few ms). The deadline counts from the
+ * last progress of anything this thread drives, not from this wait. */
 static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
 {
     exec_wait_ctx_t *c = arg;
@@ -58,37 +64,52 @@ static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
             return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
                            q, (int)p->pid, p->hostname, c->what);
     }
-    if (waited_ns > comm->bs.timeout_ns) {
+    uint64_t idle = c->idle_since ? wait_now_ns() - c->idle_since : waited_ns;
+    if (idle > comm->bs.timeout_ns) {
         if (c->peer < 0)
             return err_set(CCL_ERR_TIMEOUT, "no progress for %llu s (CCL_TIMEOUT) while we waited to %s all ranks",
-                           (unsigned long long)(waited_ns / 1000000000ull), c->what);
+                           (unsigned long long)(idle / 1000000000ull), c->what);
         const bs_peer_t *p = &comm->bs.peers[c->peer];
         return err_set(CCL_ERR_TIMEOUT, "rank %d (pid %d on %s) made no progress for %llu s (CCL_TIMEOUT) "
                        "while we waited to %s it",
                        c->peer, (int)p->pid, p->hostname,
-                       (unsigned long long)(waited_ns / 1000000000ull), c->what);
+                       (unsigned long long)(idle / 1000000000ull), c->what);
     }
+    if (c->others)
+        return CCL_IN_PROGRESS; /* not an error: go and re-check the others */
     return CCL_SUCCESS;
 }
 
-/* What every slice of one collective call needs. */
+/* What every slice of one call needs. */
 typedef struct {
     struct ccl_comm *comm;
     const coll_args_t *args;
     size_t esz;
     int stream_out;  /* write final results with non-temporal stores */
     void *scratch;   /* one slot of cache-resident scratch */
+    void *premul_buf; /* one slot: this rank's input times the premulsum scalar */
     /* Single copy: data that lies in a registered user buffer is sent as a
      * reference the peer reads in place, instead of copied into the slot. */
     int send_reg, recv_reg;
     mem_ref_t send_ref, recv_ref;
     int sent_refs;   /* the call must drain its sends before returning */
+    ccl_result_t res; /* why a slice failed */
 } exec_ctx_t;
 
 static char *exec_buf(const coll_args_t *a, int which, size_t off_elems, size_t esz)
 {
     char *base = which == SCHED_BUF_SEND ? (char *)a->sendbuf : which == SCHED_BUF_RECV ? (char *)a->recvbuf : NULL;
     return base ? base + off_elems * esz : NULL;
+}
+
+/* This rank's own input for a reduction: with a premulsum operator it is
+ * multiplied by the scalar first (into a slot-sized buffer). */
+static const char *exec_own_input(const exec_ctx_t *x, const sched_step_t *st, const char *src, size_t n)
+{
+    if (!x->args->premul || st->src_buf != SCHED_BUF_SEND || !src)
+        return src;
+    dev_premul(x->args->dtype, x->premul_buf, src, n, x->args->premul_scalar);
+    return x->premul_buf;
 }
 
 /* One slice of a step that moves data through connections. With
@@ -100,11 +121,15 @@ static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *
 {
     const coll_args_t *a = x->args;
     size_t n = nbytes / x->esz;
-    int post = (st->flags & SCHED_POSTOP) && a->op == CCL_AVG;
+    int post = (st->flags & SCHED_POSTOP) && a->kop == CCL_AVG;
     int nranks = x->comm->nranks;
+    if (st->action != SCHED_SEND)
+        src = exec_own_input(x, st, src, n);
     switch (st->action) {
     case SCHED_SEND:
-        if (out)
+        if (out && a->premul && st->src_buf == SCHED_BUF_SEND)
+            dev_premul(a->dtype, out, src, n, a->premul_scalar);
+        else if (out)
             memcpy(out, src, nbytes);
         break;
     case SCHED_RECV:
@@ -114,19 +139,19 @@ static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *
             memcpy(dst, in, nbytes);
         break;
     case SCHED_RECV_REDUCE_SEND:
-        dev_reduce(a->dtype, a->op, out, NULL, in, src, n);
+        dev_reduce(a->dtype, a->kop, out, NULL, in, src, n);
         break;
     case SCHED_RECV_REDUCE_COPY:
     reduce_copy:
         if (x->stream_out) {
-            dev_reduce(a->dtype, a->op, x->scratch, NULL, in, src, n);
+            dev_reduce(a->dtype, a->kop, x->scratch, NULL, in, src, n);
             if (post)
-                dev_postop(a->dtype, a->op, x->scratch, n, nranks);
+                dev_postop(a->dtype, a->kop, x->scratch, n, nranks);
             dev_copy_stream(dst, x->scratch, nbytes);
         } else {
-            dev_reduce(a->dtype, a->op, dst, NULL, in, src, n);
+            dev_reduce(a->dtype, a->kop, dst, NULL, in, src, n);
             if (post)
-                dev_postop(a->dtype, a->op, dst, n, nranks);
+                dev_postop(a->dtype, a->kop, dst, n, nranks);
         }
         break;
     case SCHED_RECV_COPY_SEND:
@@ -143,15 +168,15 @@ static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *
         if (x->stream_out || post) {
             /* Reduce into the slot (cache-resident), finish there, then
              * keep a copy: what we keep is exactly what we send on. */
-            dev_reduce(a->dtype, a->op, out, NULL, in, src, n);
+            dev_reduce(a->dtype, a->kop, out, NULL, in, src, n);
             if (post)
-                dev_postop(a->dtype, a->op, out, n, nranks);
+                dev_postop(a->dtype, a->kop, out, n, nranks);
             if (x->stream_out)
                 dev_copy_stream(dst, out, nbytes);
             else
                 memcpy(dst, out, nbytes);
         } else {
-            dev_reduce(a->dtype, a->op, dst, out, in, src, n);
+            dev_reduce(a->dtype, a->kop, dst, out, in, src, n);
         }
         break;
     default:
@@ -159,9 +184,28 @@ static void exec_slice(const sched_step_t *st, const exec_ctx_t *x, const void *
     }
 }
 
-/* Slice `k` of one step (see sched_rounds for why execution goes by
- * rounds of slices rather than step by step). */
-static ccl_result_t exec_step_slice(const exec_ctx_t *x, const sched_step_t *st, size_t k)
+/* Local steps: no connection involved. */
+static void exec_local_slice(const exec_ctx_t *x, const sched_step_t *st, const char *src, char *dst, size_t nbytes)
+{
+    const coll_args_t *a = x->args;
+    size_t n = nbytes / x->esz;
+    if (st->action == SCHED_COPY) {
+        if (a->premul && st->src_buf == SCHED_BUF_SEND)
+            dev_premul(a->dtype, dst, src, n, a->premul_scalar);
+        else if (src != dst && x->stream_out)
+            dev_copy_stream(dst, src, nbytes);
+        else if (src != dst)
+            memcpy(dst, src, nbytes);
+    } else if (st->action == SCHED_LOCAL_REDUCE) {
+        dev_reduce(a->dtype, a->kop, dst, NULL, exec_own_input(x, st, src, n), dst, n);
+    }
+    if ((st->flags & SCHED_POSTOP) && a->kop == CCL_AVG)
+        dev_postop(a->dtype, a->kop, dst, n, x->comm->nranks);
+}
+
+/* Slice `k` of one step: 1 when it ran, 0 when a connection is not ready
+ * (nothing changed), -1 on error (message set). */
+static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
 {
     ccl_result_t res = CCL_SUCCESS;
     struct ccl_comm *comm = x->comm;
@@ -174,35 +218,24 @@ static ccl_result_t exec_step_slice(const exec_ctx_t *x, const sched_step_t *st,
     size_t nbytes = total - off < comm->slot_size ? total - off : comm->slot_size;
 
     if (st->action == SCHED_COPY || st->action == SCHED_LOCAL_REDUCE) {
-        size_t n = nbytes / esz;
-        if (st->action == SCHED_COPY && src != dst && x->stream_out)
-            dev_copy_stream(dst + off, src + off, nbytes);
-        else if (st->action == SCHED_COPY && src != dst)
-            memcpy(dst + off, src + off, nbytes);
-        else if (st->action == SCHED_LOCAL_REDUCE)
-            dev_reduce(a->dtype, a->op, dst + off, NULL, src + off, dst + off, n);
-        if ((st->flags & SCHED_POSTOP) && a->op == CCL_AVG)
-            dev_postop(a->dtype, a->op, dst + off, n, comm->nranks);
-        return CCL_SUCCESS;
+        exec_local_slice(x, st, src + off, dst + off, nbytes);
+        return 1;
     }
 
     shm_conn_t *rc = st->recv_peer >= 0 ? &comm->recv_conns[st->recv_peer] : NULL;
     shm_conn_t *sc = st->send_peer >= 0 ? &comm->send_conns[st->send_peer] : NULL;
     if ((rc && !rc->fifo) || (sc && !sc->fifo))
-        return err_set(CCL_ERR_INTERNAL, "schedule uses a connection to rank %d that does not exist",
-                       rc && !rc->fifo ? st->recv_peer : st->send_peer);
+        CCL_FAIL(CCL_ERR_INTERNAL, "schedule uses a connection to rank %d that does not exist",
+                 rc && !rc->fifo ? st->recv_peer : st->send_peer);
+    if ((rc && !shm_recv_ready(rc)) || (sc && !shm_send_ready(sc)))
+        return 0;
     const void *in = NULL;
     void *out = NULL;
-    if (rc) {
-        exec_wait_ctx_t ctx = {comm, st->recv_peer, "receive from"};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
-        CCL_TRY(shm_recv_wait(rc, &pol, &in));
-    }
-    if (sc) {
-        exec_wait_ctx_t ctx = {comm, st->send_peer, "send to"};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
-        CCL_TRY(shm_send_wait(sc, &pol, &out));
-    }
+    wait_policy_t now = {NULL, NULL, 0, 0}; /* ready: these return at once */
+    if (rc)
+        CCL_TRY(shm_recv_wait(rc, &now, &in));
+    if (sc)
+        CCL_TRY(shm_send_wait(sc, &now, &out));
     if (rc && shm_recv_is_ref(rc)) {
         shm_ref_t ref;
         memcpy(&ref, in, sizeof ref);
@@ -234,87 +267,304 @@ static ccl_result_t exec_step_slice(const exec_ctx_t *x, const sched_step_t *st,
                          ref_buf->offset + (uint64_t)(ref_data - ref_base), nbytes, (uint64_t)(uintptr_t)ref_data};
         memcpy(out, &ref, sizeof ref);
         shm_send_post(sc, SHM_SLOT_REF);
-        ((exec_ctx_t *)x)->sent_refs = 1;
+        x->sent_refs = 1;
     } else if (sc) {
         shm_send_post(sc, SHM_SLOT_DATA);
     }
 out:
+    if (res != CCL_SUCCESS) {
+        err_prefix("%s %s step (slice %zu): ", sched_coll_name(a->coll), sched_action_name(st->action), k);
+        x->res = res;
+        return -1;
+    }
+    return 1;
+}
+
+static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_t *a, const sched_t *sched)
+{
+    *x = (exec_ctx_t){.comm = comm, .args = a, .esz = dev_dtype_size(a->dtype), .scratch = comm->scratch,
+                      .premul_buf = (char *)comm->scratch + comm->slot_size};
+    size_t send_bytes, recv_bytes;
+    coll_extent(a, &send_bytes, &recv_bytes);
+    x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
+    if (comm->single_copy_threshold > 0 && (send_bytes >= comm->single_copy_threshold ||
+                                            recv_bytes >= comm->single_copy_threshold)) {
+        /* A reference is safe only to memory that stays unchanged until the
+         * peer has read it. Results (dst of a step) are final once written;
+         * the send buffer is too, unless the call is in place and its
+         * schedule may overwrite input while a peer still reads it. A
+         * premultiplied input exists only in our slot, never in place. */
+        const char *s = a->sendbuf, *r = a->recvbuf;
+        int overlap = send_bytes && recv_bytes && s < r + recv_bytes && r < s + send_bytes;
+        int overwritten = overlap && !sched->send_refs_safe_in_place;
+        x->send_reg = send_bytes && !overwritten && !a->premul && mem_find(a->sendbuf, send_bytes, &x->send_ref);
+        x->recv_reg = recv_bytes && mem_find(a->recvbuf, recv_bytes, &x->recv_ref);
+    }
+}
+
+/* The executor's view of one job while it runs. */
+typedef struct {
+    const exec_job_t *job;
+    exec_ctx_t *ctx;   /* per call */
+    eng_op_t *eops;    /* per call */
+    eng_job_t eng;
+    void *arena;       /* engine state (the comm's own for a single job) */
+    size_t arena_cap;
+    int done;
+    ccl_result_t res;
+} exec_run_t;
+
+static int exec_try(void *p, int op, const sched_step_t *st, size_t slice)
+{
+    exec_run_t *run = p;
+    int rc = exec_step_slice(&run->ctx[op], st, slice);
+    if (rc < 0)
+        run->res = run->ctx[op].res;
+    return rc;
+}
+
+/* Peers may still be reading our buffers through references: a call is
+ * complete only when they have consumed every slot we sent. */
+static ccl_result_t exec_drain(exec_run_t *run)
+{
+    struct ccl_comm *comm = run->job->comm;
+    int refs = 0;
+    for (int c = 0; c < run->job->ncalls; c++)
+        refs |= run->ctx[c].sent_refs;
+    for (int p = 0; refs && p < comm->nranks; p++) {
+        if (!comm->send_conns[p].fifo)
+            continue;
+        exec_wait_ctx_t ctx = {comm, p, "send to", 0, 0};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+        ccl_result_t res = shm_send_drain(&comm->send_conns[p], &pol);
+        if (res != CCL_SUCCESS)
+            return res;
+    }
+    return CCL_SUCCESS;
+}
+
+/* Nothing could run: wait for the first step that was not ready. When
+ * other steps wait too, come back after a few ms to re-check them, since
+ * they may become ready first. */
+static ccl_result_t exec_wait(exec_run_t *run, const eng_sweep_t *sw, int others, uint64_t idle_since)
+{
+    struct ccl_comm *comm = run->job->comm;
+    const sched_step_t *st = &run->job->scheds[sw->wait_op].steps[sw->wait_step];
+    shm_conn_t *rc = st->recv_peer >= 0 ? &comm->recv_conns[st->recv_peer] : NULL;
+    shm_conn_t *sc = st->send_peer >= 0 ? &comm->send_conns[st->send_peer] : NULL;
+    int recv = rc && !shm_recv_ready(rc);
+    if (!recv && !(sc && !shm_send_ready(sc)))
+        return CCL_SUCCESS; /* it became ready since the sweep */
+    int peer = recv ? st->recv_peer : st->send_peer;
+    exec_wait_ctx_t ctx = {comm, peer, recv ? "receive from" : "send to", idle_since, others};
+    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+    const void *in;
+    void *out;
+    ccl_result_t res = recv ? shm_recv_wait(rc, &pol, &in) : shm_send_wait(sc, &pol, &out);
+    return res == CCL_IN_PROGRESS ? CCL_SUCCESS : res;
+}
+
+ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    exec_run_t one_run;
+    exec_ctx_t one_ctx;
+    eng_op_t one_eop;
+    exec_run_t *runs = &one_run;
+    *failed = 0;
+    if (njobs <= 0)
+        return CCL_SUCCESS;
+    /* One call on one comm (the common case) allocates nothing. */
+    int single = njobs == 1 && jobs[0].ncalls == 1;
+    if (!single) {
+        int total = 0;
+        for (int j = 0; j < njobs; j++)
+            total += jobs[j].ncalls;
+        runs = calloc((size_t)njobs, sizeof *runs);
+        exec_ctx_t *ctxs = calloc((size_t)total, sizeof *ctxs);
+        eng_op_t *eops = calloc((size_t)total, sizeof *eops);
+        if (!runs || !ctxs || !eops) {
+            free(runs);
+            free(ctxs);
+            free(eops);
+            return err_set(CCL_ERR_SYSTEM, "out of memory for a group of %d calls", total);
+        }
+        for (int j = 0, at = 0; j < njobs; at += jobs[j].ncalls, j++) {
+            runs[j].ctx = ctxs + at;
+            runs[j].eops = eops + at;
+        }
+    } else {
+        one_run = (exec_run_t){.ctx = &one_ctx, .eops = &one_eop};
+    }
+    for (int j = 0; j < njobs; j++) {
+        exec_run_t *run = &runs[j];
+        struct ccl_comm *comm = jobs[j].comm;
+        run->job = &jobs[j];
+        for (int c = 0; c < jobs[j].ncalls; c++) {
+            exec_ctx_init(&run->ctx[c], comm, &jobs[j].calls[c], &jobs[j].scheds[c]);
+            run->eops[c] = (eng_op_t){.sched = &jobs[j].scheds[c], .elem_size = run->ctx[c].esz};
+        }
+        /* Every comm in this job list is locked by us: its arena is free. */
+        run->arena = comm->eng_arena;
+        run->arena_cap = comm->eng_arena_cap;
+        res = eng_job_setup(&run->eng, run->eops, jobs[j].ncalls, comm->nranks, comm->slot_size,
+                            &run->arena, &run->arena_cap);
+        comm->eng_arena = run->arena;
+        comm->eng_arena_cap = run->arena_cap;
+        if (res != CCL_SUCCESS) {
+            *failed = j;
+            goto out;
+        }
+    }
+    int remaining = njobs;
+    uint64_t idle_since = 0;
+    while (remaining > 0) {
+        eng_sweep_t first = {0};
+        int first_job = -1, nwaiting = 0;
+        long ran = 0;
+        for (int j = 0; j < njobs; j++) {
+            exec_run_t *run = &runs[j];
+            if (run->done)
+                continue;
+            eng_sweep_t sw;
+            if (eng_sweep(&run->eng, exec_try, run, &sw) < 0) {
+                res = run->res;
+                *failed = j;
+                goto out;
+            }
+            ran += sw.ran;
+            nwaiting += sw.nwaiting;
+            if (eng_job_done(&run->eng)) {
+                run->done = 1;
+                remaining--;
+                res = exec_drain(run);
+                if (res != CCL_SUCCESS) {
+                    *failed = j;
+                    goto out;
+                }
+            } else if (first_job < 0 && sw.wait_op >= 0) {
+                first = sw;
+                first_job = j;
+            }
+        }
+        if (remaining == 0)
+            break;
+        if (ran > 0) {
+            idle_since = 0;
+            continue;
+        }
+        if (first_job < 0) {
+            res = err_set(CCL_ERR_INTERNAL, "executor: no step can run and none waits on a connection");
+            goto out;
+        }
+        if (!idle_since)
+            idle_since = wait_now_ns();
+        res = exec_wait(&runs[first_job], &first, nwaiting > 1, idle_since);
+        if (res != CCL_SUCCESS) {
+            *failed = first_job;
+            goto out;
+        }
+    }
+out:
+    for (int j = 0; j < njobs; j++) {
+        for (int c = 0; c < jobs[j].ncalls && runs[j].ctx; c++)
+            if (runs[j].ctx[c].stream_out) {
+                dev_copy_fence(); /* streamed stores are ordered before we return */
+                break;
+            }
+    }
+    if (!single) {
+        free(runs[0].ctx);
+        free(runs[0].eops);
+        free(runs);
+    }
     return res;
 }
 
-ccl_result_t exec_host_run(struct ccl_comm *comm, const sched_t *sched, const coll_args_t *args)
+
+/* Bytes every rank posts on the board for this call at most (the root's
+ * input for rooted calls): the same number on every rank, so all agree on
+ * whether a call fits. */
+size_t exec_board_bytes(const coll_args_t *a, int nranks)
 {
-    ccl_result_t res = CCL_SUCCESS;
-    exec_ctx_t x = {.comm = comm, .args = args, .esz = dev_dtype_size(args->dtype), .scratch = comm->scratch};
-    size_t recv_bytes = args->count * x.esz * (args->coll == SCHED_ALLGATHER ? (size_t)comm->nranks : 1);
-    x.stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
-    size_t send_bytes = args->count * x.esz;
-    if (comm->single_copy_threshold > 0 && send_bytes >= comm->single_copy_threshold) {
-        /* A reference is safe only to memory that stays unchanged until the
-         * peer has read it. Results (dst of a step) are final once written;
-         * the send buffer is too, unless the call is an in-place allreduce
-         * whose schedule may overwrite it while a peer still reads (an
-         * in-place allgather never rewrites its own block). */
-        const char *s = args->sendbuf, *r = args->recvbuf;
-        int overwritten = args->coll == SCHED_ALLREDUCE && s >= r && s < r + recv_bytes &&
-                          !sched->send_refs_safe_in_place;
-        x.send_reg = !overwritten && mem_find(args->sendbuf, send_bytes, &x.send_ref);
-        x.recv_reg = mem_find(args->recvbuf, recv_bytes, &x.recv_ref);
+    size_t c = a->count * dev_dtype_size(a->dtype);
+    switch (a->coll) {
+    case SCHED_REDUCE_SCATTER:
+    case SCHED_ALLTOALL:
+    case SCHED_SCATTER:
+        return c * (size_t)nranks;
+    default:
+        return c;
     }
-    size_t rounds = sched_rounds(sched, x.esz, comm->slot_size);
-    for (size_t k = 0; k < rounds; k++) {
-        for (int i = 0; i < sched->nsteps; i++) {
-            const sched_step_t *st = &sched->steps[i];
-            if (k >= sched_step_slices(st, x.esz, comm->slot_size))
-                continue;
-            res = exec_step_slice(&x, st, k);
-            if (res != CCL_SUCCESS) {
-                err_prefix("step %d (%s), slice %zu: ", i, sched_action_name(st->action), k);
-                goto out;
-            }
-        }
-    }
-    /* Peers may still be reading our buffers through references: the call
-     * is complete only when they have consumed every slot we sent. */
-    for (int p = 0; x.sent_refs && p < comm->nranks; p++) {
-        if (!comm->send_conns[p].fifo)
-            continue;
-        exec_wait_ctx_t ctx = {comm, p, "send to"};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
-        res = shm_send_drain(&comm->send_conns[p], &pol);
-        if (res != CCL_SUCCESS)
-            goto out;
-    }
-out:
-    if (x.stream_out)
-        dev_copy_fence(); /* streamed stores are ordered before we return */
-    return res;
+}
+
+/* Reduces block `off` (bytes) of every rank's slot into dst, in rank order
+ * so that floating-point results are bitwise identical on every rank. */
+static void exec_board_reduce(struct ccl_comm *comm, const coll_args_t *a, const char *bank, size_t off, void *dst)
+{
+    size_t stride = comm->board.slot_bytes;
+    int n = comm->nranks;
+    if (n == 1)
+        memcpy(dst, bank + off, a->count * dev_dtype_size(a->dtype));
+    else
+        dev_reduce(a->dtype, a->kop, dst, NULL, bank + off, bank + stride + off, a->count);
+    for (int q = 2; q < n; q++)
+        dev_reduce(a->dtype, a->kop, dst, NULL, dst, bank + (size_t)q * stride + off, a->count);
+    dev_postop(a->dtype, a->kop, dst, a->count, n);
 }
 
 ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
 {
     size_t esz = dev_dtype_size(a->dtype), bytes = a->count * esz;
-    int n = comm->nranks;
+    size_t send_bytes, recv_bytes;
+    int n = comm->nranks, r = comm->rank, root = a->root;
     const char *bank = NULL;
-    exec_wait_ctx_t ctx = {comm, -1, "exchange with"};
+    exec_wait_ctx_t ctx = {comm, -1, "exchange with", 0, 0};
     wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
     if (bytes == 0)
         return CCL_SUCCESS;
-    ccl_result_t res = shm_board_exchange(&comm->board, a->sendbuf, bytes, &pol, &bank);
+    coll_extent(a, &send_bytes, &recv_bytes);
+    const void *post = a->sendbuf;
+    if (a->premul && send_bytes) {
+        dev_premul(a->dtype, comm->scratch, a->sendbuf, send_bytes / esz, a->premul_scalar);
+        post = comm->scratch;
+    }
+    ccl_result_t res = shm_board_exchange(&comm->board, post, send_bytes, &pol, &bank);
     if (res != CCL_SUCCESS)
         return res;
     size_t stride = comm->board.slot_bytes;
     char *dst = a->recvbuf;
-    if (a->coll == SCHED_ALLGATHER) {
+    switch (a->coll) {
+    case SCHED_ALLREDUCE:
+        exec_board_reduce(comm, a, bank, 0, dst);
+        break;
+    case SCHED_REDUCE:
+        if (r == root)
+            exec_board_reduce(comm, a, bank, 0, dst);
+        break;
+    case SCHED_REDUCE_SCATTER:
+        exec_board_reduce(comm, a, bank, (size_t)r * bytes, dst);
+        break;
+    case SCHED_ALLGATHER:
         for (int q = 0; q < n; q++)
             memcpy(dst + (size_t)q * bytes, bank + (size_t)q * stride, bytes);
-        return CCL_SUCCESS;
+        break;
+    case SCHED_GATHER:
+        for (int q = 0; r == root && q < n; q++)
+            memcpy(dst + (size_t)q * bytes, bank + (size_t)q * stride, bytes);
+        break;
+    case SCHED_BROADCAST:
+        memcpy(dst, bank + (size_t)root * stride, bytes);
+        break;
+    case SCHED_SCATTER:
+        memcpy(dst, bank + (size_t)root * stride + (size_t)r * bytes, bytes);
+        break;
+    case SCHED_ALLTOALL:
+        for (int q = 0; q < n; q++)
+            memcpy(dst + (size_t)q * bytes, bank + (size_t)q * stride + (size_t)r * bytes, bytes);
+        break;
+    default:
+        return err_set(CCL_ERR_INTERNAL, "one-shot: no path for %s", sched_coll_name(a->coll));
     }
-    /* Every rank reduces in rank order, so floating-point results are
-     * bitwise identical everywhere. */
-    dev_reduce(a->dtype, a->op, dst, NULL, bank, bank + stride, a->count);
-    for (int q = 2; q < n; q++)
-        dev_reduce(a->dtype, a->op, dst, NULL, dst, bank + (size_t)q * stride, a->count);
-    dev_postop(a->dtype, a->op, dst, a->count, n);
     return CCL_SUCCESS;
 }

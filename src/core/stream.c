@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One queued call, or a group's calls run together. */
 typedef struct stream_op {
-    coll_args_t args;
     struct stream_op *next;
+    int ncalls;
+    coll_args_t calls[];
 } stream_op_t;
 
 typedef struct {
@@ -53,8 +55,7 @@ static void *stream_main(void *p)
         s->busy = 1;
         pthread_mutex_unlock(&s->lock);
 
-        ccl_result_t res = coll_run(&op->args);
-        struct ccl_comm *comm = op->args.comm;
+        ccl_result_t res = coll_run(op->calls, op->ncalls);
 
         pthread_mutex_lock(&s->lock);
         if (res != CCL_SUCCESS && s->first_error == CCL_SUCCESS) {
@@ -65,7 +66,8 @@ static void *stream_main(void *p)
         if (!s->head)
             pthread_cond_broadcast(&s->idle);
         pthread_mutex_unlock(&s->lock);
-        comm_pending_done(comm); /* last touch of comm: destroy may free it now */
+        for (int i = 0; i < op->ncalls; i++) /* last touch: destroy may free the comm now */
+            comm_pending_done(op->calls[i].comm);
         free(op);
         pthread_mutex_lock(&s->lock);
     }
@@ -73,15 +75,17 @@ static void *stream_main(void *p)
     return NULL;
 }
 
-ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *args)
+ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int ncalls)
 {
     host_stream_t *s = stream;
-    stream_op_t *op = malloc(sizeof *op);
+    stream_op_t *op = malloc(sizeof *op + (size_t)ncalls * sizeof op->calls[0]);
     if (!op) {
-        comm_pending_done(args->comm);
-        return err_set(CCL_ERR_SYSTEM, "out of memory queueing a collective");
+        for (int i = 0; i < ncalls; i++)
+            comm_pending_done(calls[i].comm);
+        return err_set(CCL_ERR_SYSTEM, "out of memory queueing %d calls", ncalls);
     }
-    op->args = *args;
+    memcpy(op->calls, calls, (size_t)ncalls * sizeof op->calls[0]);
+    op->ncalls = ncalls;
     op->next = NULL;
     pthread_mutex_lock(&s->lock);
     if (s->tail)

@@ -4,8 +4,11 @@
  * Small inputs on a single host go one-shot through the shared board (one
  * synchronisation, no sequential hops); a two-rank allreduce up to 8 MiB
  * goes direct (each rank sends all and reduces all: one hop); everything
- * else takes the bandwidth-optimal ring.
- * CCL_ALGO=ring|direct|oneshot overrides where the algorithm applies.
+ * else takes the bandwidth algorithm of its collective: the ring
+ * (allreduce, allgather, reduce-scatter), the pipelined chain (broadcast,
+ * reduce) or pairwise exchange (alltoall, gather, scatter, send/recv).
+ * CCL_ALGO=ring|direct|oneshot overrides where the algorithm applies
+ * ("ring", "chain" and "pairwise" all mean: the bandwidth algorithm).
  */
 #include "core/comm.h"
 #include "core/param.h"
@@ -23,27 +26,48 @@
 
 const char *tuner_algo_name(algo_t algo)
 {
-    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot"};
+    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain", "pairwise"};
     return (unsigned)algo < ALGO_COUNT ? names[algo] : "?";
 }
 
-algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes)
+/* The bandwidth algorithm each collective has. */
+static algo_t tuner_default(sched_coll_t coll)
 {
-    /* bytes is the per-rank input; the board holds one input per rank. */
-    int oneshot_ok = comm->board.hdr != NULL && bytes <= comm->board.slot_bytes;
+    switch (coll) {
+    case SCHED_BROADCAST:
+    case SCHED_REDUCE:
+        return ALGO_CHAIN;
+    case SCHED_ALLTOALL:
+    case SCHED_GATHER:
+    case SCHED_SCATTER:
+    case SCHED_P2P_SEND:
+    case SCHED_P2P_RECV:
+        return ALGO_PAIRWISE;
+    default:
+        return ALGO_RING;
+    }
+}
+
+algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped)
+{
+    /* bytes: what the largest rank puts on the board (exec_board_bytes).
+     * The board serves one call at a time, so grouped calls never use it. */
+    int p2p = coll == SCHED_P2P_SEND || coll == SCHED_P2P_RECV;
+    int oneshot_ok = !grouped && !p2p && comm->board.hdr != NULL && bytes <= comm->board.slot_bytes;
     /* Execution by slice rounds lets direct stream any size through the
      * FIFO; it is only a question of speed. */
     int direct_ok = coll == SCHED_ALLREDUCE && comm->nranks == 2;
+    algo_t fallback = tuner_default(coll);
     const char *forced = param_str(PARAM_ALGO);
     if (forced[0]) {
         if (!strcasecmp(forced, "direct") && direct_ok)
             return ALGO_DIRECT;
         if (!strcasecmp(forced, "oneshot") && oneshot_ok)
             return ALGO_ONESHOT;
-        if (!strcasecmp(forced, "ring"))
-            return ALGO_RING;
+        if (!strcasecmp(forced, "ring") || !strcasecmp(forced, "chain") || !strcasecmp(forced, "pairwise"))
+            return fallback; /* each collective has one of these */
     }
     if (oneshot_ok)
         return ALGO_ONESHOT;
-    return (direct_ok && bytes <= TUNER_DIRECT_MAX_BYTES) ? ALGO_DIRECT : ALGO_RING;
+    return (direct_ok && bytes <= TUNER_DIRECT_MAX_BYTES) ? ALGO_DIRECT : fallback;
 }

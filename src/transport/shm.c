@@ -19,7 +19,7 @@
 /* The segment header. Each counter and its waiter count sit on their own
  * cache line: the sender writes only `tail`, the receiver only `head`. */
 struct shm_fifo {
-    uint32_t magic;
+    _Atomic uint32_t magic;      /* written last by the creator */
     uint32_t nslots;
     uint64_t slot_size;
     uint64_t slots_offset;
@@ -48,7 +48,7 @@ static size_t shm_map_len(uint32_t nslots, size_t slot_size, size_t *slots_offse
 }
 
 ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size,
-                             char name[SHM_NAME_MAX])
+                             char name[SHM_NAME_MAX], int pretouch)
 {
     ccl_result_t res = CCL_SUCCESS;
     int fd = -1;
@@ -82,8 +82,10 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
         CCL_FAIL(CCL_ERR_SYSTEM, "mmap of segment %s failed: %s", name, strerror(errno));
     }
     /* Touch every page now, at init: first touch is slow on these VMs and
-     * must not land inside a timed collective. */
-    memset(map, 0, len);
+     * must not land inside a timed collective. Connections that only some
+     * collectives use skip it (ftruncate already gives zeroed pages) so that
+     * init stays cheap with a connection to every peer. */
+    memset(map, 0, pretouch ? len : slots_offset);
     shm_fifo_t *f = map;
     f->nslots = nslots;
     f->slot_size = slot_size;
@@ -220,6 +222,16 @@ ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void *
     }
     *slot = conn->slots + (size_t)(conn->pos % conn->nslots) * conn->slot_size;
     return CCL_SUCCESS;
+}
+
+int shm_recv_ready(const shm_conn_t *conn)
+{
+    return atomic_load_explicit(&conn->fifo->tail, memory_order_acquire) != conn->pos;
+}
+
+int shm_send_ready(const shm_conn_t *conn)
+{
+    return (uint32_t)(conn->pos - atomic_load_explicit(&conn->fifo->head, memory_order_acquire)) < conn->nslots;
 }
 
 int shm_recv_is_ref(const shm_conn_t *conn)

@@ -41,9 +41,10 @@ typedef struct {
     int is_sender;
 } shm_conn_t;
 
-/* Receiver side: creates and maps a fresh segment; writes its name. */
+/* Receiver side: creates and maps a fresh segment; writes its name.
+ * pretouch: fault every page in now rather than on first use. */
 ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size,
-                             char name[SHM_NAME_MAX]);
+                             char name[SHM_NAME_MAX], int pretouch);
 /* Sender side: maps the segment a peer created. */
 ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name);
 /* Removes the name; the mapping stays valid. Safe to call twice. */
@@ -59,6 +60,9 @@ void shm_recv_done(shm_conn_t *conn);
 ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void **slot);
 /* Publishes the slot from shm_send_wait; kind is SHM_SLOT_DATA or _REF. */
 void shm_send_post(shm_conn_t *conn, int kind);
+/* Non-blocking: whether shm_recv_wait / shm_send_wait would return at once. */
+int shm_recv_ready(const shm_conn_t *conn);
+int shm_send_ready(const shm_conn_t *conn);
 /* Whether the slot from shm_recv_wait holds a reference. */
 int shm_recv_is_ref(const shm_conn_t *conn);
 /* Sender side: waits until the receiver consumed everything posted. */

@@ -1,17 +1,21 @@
 /*
  * test_sim_schedules.c - the schedule simulator.
  *
- * Runs the schedules of every rank of a communicator in one process, the
- * way the host executor does (rounds of slices, step order within a round),
+ * Runs the schedules of every rank of a communicator in one process, driven
+ * by the same engine as the host executor (algos/engine.c: rounds of
+ * slices, per-operation and per-connection order, skip what is not ready),
  * over simulated FIFOs with a bounded number of slots. It checks that
  *   - every result equals a serial reference (int64 data, so exact),
  *   - every receive matches a send of the same size from the named peer,
  *   - no configuration deadlocks with bounded FIFOs (a full pass over all
  *     ranks without progress is reported as a deadlock),
  *   - every rank finishes with its FIFOs drained,
- * for 1..1024 ranks, in place and out of place, with tiny slots so that the
- * pipelining and the uneven last parts are exercised.
+ * for every collective and algorithm, 1..1024 ranks, every root kind, in
+ * place and out of place, with tiny slots so that pipelining and uneven last
+ * parts are exercised; and groups: several collectives fused on one comm,
+ * send/recv ring exchanges and random all-to-all-v patterns.
  */
+#include "algos/engine.h"
 #include "algos/schedule.h"
 #include "device/reduce.h"
 
@@ -24,6 +28,8 @@
 enum { MUTATE_NONE, MUTATE_DROP_LAST_STEP, MUTATE_RECV_FIRST, MUTATE_WRONG_PEER };
 static int sim_mutation = MUTATE_NONE;
 
+typedef enum { ALG_RING, ALG_DIRECT, ALG_CHAIN, ALG_PAIRWISE } sim_alg_t;
+
 typedef struct {
     int nslots;
     size_t slot_bytes;
@@ -32,21 +38,38 @@ typedef struct {
     uint64_t head, tail;
 } sim_fifo_t;
 
+/* One call as every rank makes it (p2p: each rank's own list). */
 typedef struct {
+    sched_coll_t coll;
+    size_t count;
+    int root;     /* root, or peer for p2p */
+    ccl_redop_t op;
+    int in_place;
+    sim_alg_t alg;
+    int seed;     /* input stream */
+} sim_call_t;
+
+typedef struct {
+    sim_call_t call;
     sched_t sched;
-    size_t round, step, rounds;
-    int done;
-    int64_t *send, *recv;
+    int64_t *send, *recv;     /* send may point into recv (in place) */
+    int64_t *send_mem, *recv_mem;
+    size_t send_elems, recv_elems;
+} sim_op_t;
+
+typedef struct {
+    sim_op_t *ops;
+    int nops;
+    eng_op_t *eops;
+    eng_job_t job;
+    void *arena;
+    size_t arena_cap;
 } sim_rank_t;
 
 typedef struct {
     int n;
-    size_t count, esz, slot_bytes;
+    size_t slot_bytes;
     int nslots;
-    sched_coll_t coll;
-    int in_place;
-    int use_direct;
-    ccl_redop_t op;
     sim_rank_t *ranks;
     sim_fifo_t *fifos; /* n*n: [from*n + to], allocated lazily */
     char err[256];
@@ -68,32 +91,48 @@ static sim_fifo_t *sim_fifo(sim_t *s, int from, int to)
     return f;
 }
 
-static int64_t sim_input(int rank, size_t i)
+static int64_t sim_input(int seed, int rank, size_t i)
 {
     /* Small values keep prod from overflowing for few ranks and make min/max
-     * interesting; the value mix differs per rank and index. */
-    uint64_t h = (uint64_t)rank * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull;
+     * interesting; the value mix differs per rank, index and call. */
+    uint64_t h = (uint64_t)rank * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + (uint64_t)seed * 0x94d049bb133111ebull;
     h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
     return (int64_t)(h % 7) - 3;
 }
 
-static int64_t *sim_buf_ptr(sim_rank_t *r, int which, size_t off)
+static int64_t *sim_buf_ptr(sim_op_t *o, int which, size_t off)
 {
-    return which == SCHED_BUF_SEND ? r->send + off : which == SCHED_BUF_RECV ? r->recv + off : NULL;
+    return which == SCHED_BUF_SEND ? o->send + off : which == SCHED_BUF_RECV ? o->recv + off : NULL;
 }
 
-/* Tries to run slice `k` of `st` for rank `me`; returns 1 if it ran, 0 if it
- * must wait, -1 on a protocol error. */
-static int sim_try_slice(sim_t *s, int me, const sched_step_t *st, size_t k)
+typedef struct {
+    sim_t *s;
+    int me;
+} sim_try_ctx_t;
+
+/* Runs slice `k` of `st` for rank `me`: 1 if it ran, 0 if it must wait,
+ * -1 on a protocol error (the engine's try function). */
+static int sim_try_slice(void *p, int opi, const sched_step_t *st, size_t k)
 {
-    sim_rank_t *r = &s->ranks[me];
-    size_t total = st->count * s->esz, off = k * s->slot_bytes;
+    sim_try_ctx_t *c = p;
+    sim_t *s = c->s;
+    int me = c->me;
+    sim_op_t *o = &s->ranks[me].ops[opi];
+    ccl_redop_t op = o->call.op;
+    size_t esz = 8;
+    size_t total = st->count * esz, off = k * s->slot_bytes;
     size_t nbytes = total - off < s->slot_bytes ? total - off : s->slot_bytes;
-    size_t n = nbytes / s->esz, eoff = off / s->esz;
-    int64_t *src = sim_buf_ptr(r, st->src_buf, st->src_off);
-    int64_t *dst = sim_buf_ptr(r, st->dst_buf, st->dst_off);
+    size_t n = nbytes / esz, eoff = off / esz;
+    int64_t *src = sim_buf_ptr(o, st->src_buf, st->src_off);
+    int64_t *dst = sim_buf_ptr(o, st->dst_buf, st->dst_off);
     if (src) src += eoff;
     if (dst) dst += eoff;
+    if ((st->recv_peer >= s->n) || (st->send_peer >= s->n)) {
+        snprintf(s->err, sizeof s->err, "rank %d: peer out of range", me);
+        return -1;
+    }
     sim_fifo_t *in = st->recv_peer >= 0 ? sim_fifo(s, st->recv_peer, me) : NULL;
     sim_fifo_t *out = st->send_peer >= 0 ? sim_fifo(s, me, st->send_peer) : NULL;
     if (in && in->tail == in->head)
@@ -103,8 +142,9 @@ static int sim_try_slice(sim_t *s, int me, const sched_step_t *st, size_t k)
     int64_t *islot = in ? in->data + (in->head % (uint64_t)in->nslots) * (s->slot_bytes / 8) : NULL;
     int64_t *oslot = out ? out->data + (out->tail % (uint64_t)out->nslots) * (s->slot_bytes / 8) : NULL;
     if (in && in->len[in->head % (uint64_t)in->nslots] != nbytes) {
-        snprintf(s->err, sizeof s->err, "rank %d step %s slice %zu: expected %zu bytes from rank %d, got %zu",
-                 me, sched_action_name(st->action), k, nbytes, st->recv_peer, in->len[in->head % (uint64_t)in->nslots]);
+        snprintf(s->err, sizeof s->err, "rank %d %s step %s slice %zu: expected %zu bytes from rank %d, got %zu",
+                 me, sched_coll_name(o->call.coll), sched_action_name(st->action), k, nbytes, st->recv_peer,
+                 in->len[in->head % (uint64_t)in->nslots]);
         return -1;
     }
     int post = (st->flags & SCHED_POSTOP) != 0;
@@ -116,22 +156,22 @@ static int sim_try_slice(sim_t *s, int me, const sched_step_t *st, size_t k)
     case SCHED_RECV: memcpy(dst, islot, nbytes); break;
     case SCHED_COPY:
         if (src != dst) memmove(dst, src, nbytes);
-        if (post) dev_postop(CCL_INT64, s->op, dst, n, s->n);
+        if (post) dev_postop(CCL_INT64, op, dst, n, s->n);
         break;
-    case SCHED_RECV_REDUCE_SEND: dev_reduce(CCL_INT64, s->op, oslot, NULL, islot, src, n); break;
+    case SCHED_RECV_REDUCE_SEND: dev_reduce(CCL_INT64, op, oslot, NULL, islot, src, n); break;
     case SCHED_RECV_REDUCE_COPY:
-        dev_reduce(CCL_INT64, s->op, tmp, NULL, islot, src, n);
-        if (post) dev_postop(CCL_INT64, s->op, tmp, n, s->n);
+        dev_reduce(CCL_INT64, op, tmp, NULL, islot, src, n);
+        if (post) dev_postop(CCL_INT64, op, tmp, n, s->n);
         memcpy(dst, tmp, nbytes);
         break;
     case SCHED_RECV_COPY_SEND: memcpy(dst, islot, nbytes); memcpy(oslot, islot, nbytes); break;
     case SCHED_RECV_REDUCE_COPY_SEND:
-        dev_reduce(CCL_INT64, s->op, tmp, NULL, islot, src, n);
-        if (post) dev_postop(CCL_INT64, s->op, tmp, n, s->n);
+        dev_reduce(CCL_INT64, op, tmp, NULL, islot, src, n);
+        if (post) dev_postop(CCL_INT64, op, tmp, n, s->n);
         memcpy(dst, tmp, nbytes);
         memcpy(oslot, tmp, nbytes);
         break;
-    case SCHED_LOCAL_REDUCE: dev_reduce(CCL_INT64, s->op, dst, NULL, src, dst, n); break;
+    case SCHED_LOCAL_REDUCE: dev_reduce(CCL_INT64, op, dst, NULL, src, dst, n); break;
     default:
         snprintf(s->err, sizeof s->err, "rank %d: unknown action %d", me, st->action);
         return -1;
@@ -144,25 +184,6 @@ static int sim_try_slice(sim_t *s, int me, const sched_step_t *st, size_t k)
     return 1;
 }
 
-/* Advances rank `me` as far as it can; returns slices run, or -1. */
-static long sim_advance(sim_t *s, int me)
-{
-    sim_rank_t *r = &s->ranks[me];
-    long ran = 0;
-    while (!r->done) {
-        if (r->round >= r->rounds) { r->done = 1; break; }
-        const sched_step_t *st = &r->sched.steps[r->step];
-        if (r->round < sched_step_slices(st, s->esz, s->slot_bytes)) {
-            int rc = sim_try_slice(s, me, st, r->round);
-            if (rc < 0) return -1;
-            if (rc == 0) break;
-            ran++;
-        }
-        if (++r->step == (size_t)r->sched.nsteps) { r->step = 0; r->round++; }
-    }
-    return ran;
-}
-
 static int64_t sim_ref_reduce(ccl_redop_t op, int64_t a, int64_t b)
 {
     switch (op) {
@@ -173,28 +194,100 @@ static int64_t sim_ref_reduce(ccl_redop_t op, int64_t a, int64_t b)
     }
 }
 
+/* Reduction over ranks of input element `i` of call `c`. */
+static int64_t sim_ref_all(const sim_call_t *c, int n, size_t i)
+{
+    int64_t v = sim_input(c->seed, 0, i);
+    for (int q = 1; q < n; q++)
+        v = sim_ref_reduce(c->op, v, sim_input(c->seed, q, i));
+    return c->op == CCL_AVG ? v / n : v;
+}
+
+/* The expected element `j` of rank r's receive buffer, or 0 when that
+ * element is not written (left as the fill). p2p: see sim_check_p2p. */
+static int64_t sim_expect(const sim_call_t *c, int n, int r, size_t j)
+{
+    size_t cnt = c->count;
+    switch (c->coll) {
+    case SCHED_ALLREDUCE: return sim_ref_all(c, n, j);
+    case SCHED_ALLGATHER: return sim_input(c->seed, (int)(j / cnt), j % cnt);
+    case SCHED_REDUCE_SCATTER: return sim_ref_all(c, n, (size_t)r * cnt + j);
+    case SCHED_BROADCAST: return sim_input(c->seed, c->root, j);
+    case SCHED_REDUCE: return sim_ref_all(c, n, j);
+    case SCHED_ALLTOALL: return sim_input(c->seed, (int)(j / cnt), (size_t)r * cnt + j % cnt);
+    case SCHED_GATHER: return sim_input(c->seed, (int)(j / cnt), j % cnt);
+    case SCHED_SCATTER: return sim_input(c->seed, c->root, (size_t)r * cnt + j);
+    case SCHED_P2P_RECV: return sim_input(c->seed, c->root, j); /* the sender's input */
+    default: return 0;
+    }
+}
+
+static const char *sim_alg_name(sim_alg_t a)
+{
+    static const char *names[] = {"ring", "direct", "chain", "pairwise"};
+    return names[a];
+}
+
+/* Buffers and schedule of one call on rank r. */
+static int sim_setup_op(sim_t *s, int r, sim_op_t *o, char *err, size_t errlen)
+{
+    const sim_call_t *c = &o->call;
+    int n = s->n;
+    sched_op_t sop = {c->coll, c->count, 8, n, r, c->root};
+    sched_op_extent(&sop, &o->send_elems, &o->recv_elems);
+    o->recv_mem = calloc(o->recv_elems + 1, 8);
+    if (!o->recv_mem) { snprintf(err, errlen, "out of memory"); return -1; }
+    o->recv = o->recv_mem;
+    size_t blk = c->count, send_at = 0;
+    int in_place = c->in_place && o->send_elems && o->recv_elems;
+    switch (c->coll) {
+    case SCHED_ALLGATHER: send_at = (size_t)r * blk; break;
+    case SCHED_GATHER: send_at = (size_t)c->root * blk; break;
+    default: break;
+    }
+    if (in_place && (c->coll == SCHED_REDUCE_SCATTER || c->coll == SCHED_SCATTER)) {
+        /* The receive buffer lies inside the send buffer. */
+        size_t at = (size_t)(c->coll == SCHED_SCATTER ? c->root : r) * blk;
+        o->send_mem = calloc(o->send_elems + 1, 8);
+        if (!o->send_mem) { snprintf(err, errlen, "out of memory"); return -1; }
+        o->send = o->send_mem;
+        free(o->recv_mem);
+        o->recv_mem = NULL;
+        o->recv = o->send + at;
+    } else if (in_place && c->coll != SCHED_ALLTOALL) {
+        o->send = o->recv + send_at;
+    } else {
+        o->send_mem = calloc(o->send_elems + 1, 8);
+        if (!o->send_mem) { snprintf(err, errlen, "out of memory"); return -1; }
+        o->send = o->send_mem;
+    }
+    for (size_t i = 0; i < o->send_elems; i++)
+        o->send[i] = sim_input(c->seed, c->coll == SCHED_P2P_SEND ? r : r, i);
+    ccl_result_t res;
+    switch (c->alg) {
+    case ALG_DIRECT: res = direct_schedule(&sop, &o->sched); break;
+    case ALG_CHAIN: res = chain_schedule(&sop, &o->sched); break;
+    case ALG_PAIRWISE: res = pairwise_schedule(&sop, &o->sched); break;
+    default: res = ring_schedule(&sop, &o->sched); break;
+    }
+    if (res != CCL_SUCCESS) { snprintf(err, errlen, "schedule failed for rank %d", r); return -1; }
+    return 0;
+}
+
 static int sim_check(sim_t *s)
 {
     for (int me = 0; me < s->n; me++) {
-        const int64_t *got = s->ranks[me].recv;
-        if (s->coll == SCHED_ALLGATHER) {
-            for (int q = 0; q < s->n; q++)
-                for (size_t i = 0; i < s->count; i++)
-                    if (got[(size_t)q * s->count + i] != sim_input(q, i)) {
-                        snprintf(s->err, sizeof s->err, "rank %d: block %d [%zu] = %lld, want %lld", me, q, i,
-                                 (long long)got[(size_t)q * s->count + i], (long long)sim_input(q, i));
-                        return -1;
-                    }
-        } else {
-            for (size_t i = 0; i < s->count; i++) {
-                int64_t want = sim_input(0, i);
-                for (int q = 1; q < s->n; q++)
-                    want = sim_ref_reduce(s->op, want, sim_input(q, i));
-                if (s->op == CCL_AVG)
-                    want /= s->n;
-                if (got[i] != want) {
-                    snprintf(s->err, sizeof s->err, "rank %d: [%zu] = %lld, want %lld", me, i,
-                             (long long)got[i], (long long)want);
+        sim_rank_t *R = &s->ranks[me];
+        for (int k = 0; k < R->nops; k++) {
+            sim_op_t *o = &R->ops[k];
+            const sim_call_t *c = &o->call;
+            if (c->coll == SCHED_P2P_SEND)
+                continue;
+            for (size_t j = 0; j < o->recv_elems; j++) {
+                int64_t want = sim_expect(c, s->n, me, j);
+                if (o->recv[j] != want) {
+                    snprintf(s->err, sizeof s->err, "rank %d, call %d (%s): [%zu] = %lld, want %lld", me, k,
+                             sched_coll_name(c->coll), j, (long long)o->recv[j], (long long)want);
                     return -1;
                 }
             }
@@ -209,61 +302,63 @@ static int sim_check(sim_t *s)
     return 0;
 }
 
-static int sim_run(int n, sched_coll_t coll, size_t count, int in_place, ccl_redop_t op, int nslots,
-                   size_t slot_bytes, int use_direct, char *err, size_t errlen)
+/* Runs rank r's list calls[r][0..ncalls[r]) on every rank together. */
+static int sim_run_calls(int n, sim_call_t **calls, const int *ncalls, int nslots, size_t slot_bytes,
+                         char *err, size_t errlen)
 {
-    sim_t s = {.n = n, .count = count, .esz = 8, .slot_bytes = slot_bytes, .nslots = nslots,
-               .coll = coll, .in_place = in_place, .use_direct = use_direct, .op = op};
+    sim_t s = {.n = n, .slot_bytes = slot_bytes, .nslots = nslots};
     int rc = -1;
     s.ranks = calloc((size_t)n, sizeof *s.ranks);
-    /* Only ring neighbours talk, but index by (from, to) for simplicity;
-     * lazily allocated so 1024 ranks stay cheap. */
     s.fifos = calloc((size_t)n * (size_t)n, sizeof *s.fifos);
     if (!s.ranks || !s.fifos) { snprintf(err, errlen, "out of memory"); goto out; }
-    size_t rcount = coll == SCHED_ALLGATHER ? count * (size_t)n : count;
     for (int r = 0; r < n; r++) {
         sim_rank_t *R = &s.ranks[r];
-        R->recv = calloc(rcount + 1, 8);
-        if (!R->recv) { snprintf(err, errlen, "out of memory"); goto out; }
-        if (in_place)
-            R->send = coll == SCHED_ALLGATHER ? R->recv + (size_t)r * count : R->recv;
-        else if (!(R->send = calloc(count + 1, 8))) { snprintf(err, errlen, "out of memory"); goto out; }
-        for (size_t i = 0; i < count; i++)
-            R->send[i] = sim_input(r, i);
-        sched_op_t sop = {coll, count, 8, n, r};
-        if ((use_direct ? direct_schedule(&sop, &R->sched) : ring_schedule(&sop, &R->sched)) != CCL_SUCCESS) {
-            snprintf(err, errlen, "schedule failed for rank %d", r);
+        R->nops = ncalls[r];
+        R->ops = calloc((size_t)R->nops + 1, sizeof *R->ops);
+        R->eops = calloc((size_t)R->nops + 1, sizeof *R->eops);
+        if (!R->ops || !R->eops) { snprintf(err, errlen, "out of memory"); goto out; }
+        for (int k = 0; k < R->nops; k++) {
+            R->ops[k].call = calls[r][k];
+            if (sim_setup_op(&s, r, &R->ops[k], err, errlen) != 0)
+                goto out;
+            R->eops[k] = (eng_op_t){.sched = &R->ops[k].sched, .elem_size = 8};
+        }
+        if (r == 0 && R->nops > 0) {
+            sched_t *sc = &R->ops[0].sched;
+            if (sim_mutation == MUTATE_DROP_LAST_STEP)
+                sc->nsteps--;
+            if (sim_mutation == MUTATE_RECV_FIRST) {
+                sc->steps[0].action = SCHED_RECV; /* everyone waits: deadlock */
+                sc->steps[0].recv_peer = n - 1;
+                sc->steps[0].send_peer = -1;
+                sc->steps[0].dst_buf = SCHED_BUF_RECV;
+            }
+            if (sim_mutation == MUTATE_WRONG_PEER && sc->nsteps > 1)
+                sc->steps[1].recv_peer = (sc->steps[1].recv_peer + 1) % n;
+        }
+        if (eng_job_setup(&R->job, R->eops, R->nops, n, slot_bytes, &R->arena, &R->arena_cap) != CCL_SUCCESS) {
+            snprintf(err, errlen, "engine setup failed");
             goto out;
         }
-        if (r == 0 && sim_mutation == MUTATE_DROP_LAST_STEP)
-            R->sched.nsteps--;
-        if (r == 0 && sim_mutation == MUTATE_RECV_FIRST) {
-            R->sched.steps[0].action = SCHED_RECV; /* everyone waits: deadlock */
-            R->sched.steps[0].recv_peer = n - 1;
-            R->sched.steps[0].send_peer = -1;
-            R->sched.steps[0].dst_buf = SCHED_BUF_RECV;
-        }
-        if (r == 0 && sim_mutation == MUTATE_WRONG_PEER && R->sched.nsteps > 1)
-            R->sched.steps[1].recv_peer = (R->sched.steps[1].recv_peer + 1) % n;
-        R->rounds = sched_rounds(&R->sched, 8, slot_bytes);
-        if (R->sched.nsteps == 0) R->done = 1;
     }
     for (;;) {
         long progress = 0;
         int all_done = 1;
         for (int r = 0; r < n; r++) {
-            long ran = sim_advance(&s, r);
-            if (ran < 0) { snprintf(err, errlen, "%s", s.err); goto out; }
-            progress += ran;
-            all_done &= s.ranks[r].done;
+            sim_rank_t *R = &s.ranks[r];
+            if (eng_job_done(&R->job))
+                continue;
+            sim_try_ctx_t ctx = {&s, r};
+            eng_sweep_t sw;
+            if (eng_sweep(&R->job, sim_try_slice, &ctx, &sw) < 0) { snprintf(err, errlen, "%s", s.err); goto out; }
+            progress += sw.ran;
+            all_done &= eng_job_done(&R->job);
         }
         if (all_done) break;
         if (progress == 0) {
             int stuck = 0;
-            while (s.ranks[stuck].done) stuck++;
-            snprintf(err, errlen, "deadlock: rank %d stuck in round %zu at step %zu (%s)", stuck,
-                     s.ranks[stuck].round, s.ranks[stuck].step,
-                     sched_action_name(s.ranks[stuck].sched.steps[s.ranks[stuck].step].action));
+            while (eng_job_done(&s.ranks[stuck].job)) stuck++;
+            snprintf(err, errlen, "deadlock: rank %d stuck in round %zu", stuck, s.ranks[stuck].job.round);
             goto out;
         }
     }
@@ -271,9 +366,14 @@ static int sim_run(int n, sched_coll_t coll, size_t count, int in_place, ccl_red
     if (rc != 0) snprintf(err, errlen, "%s", s.err);
 out:
     for (int r = 0; s.ranks && r < n; r++) {
-        if (!in_place) free(s.ranks[r].send);
-        free(s.ranks[r].recv);
-        sched_free(&s.ranks[r].sched);
+        for (int k = 0; s.ranks[r].ops && k < s.ranks[r].nops; k++) {
+            free(s.ranks[r].ops[k].send_mem);
+            free(s.ranks[r].ops[k].recv_mem);
+            sched_free(&s.ranks[r].ops[k].sched);
+        }
+        free(s.ranks[r].ops);
+        free(s.ranks[r].eops);
+        free(s.ranks[r].arena);
     }
     for (size_t f = 0; s.fifos && f < (size_t)n * (size_t)n; f++) {
         free(s.fifos[f].data);
@@ -281,6 +381,115 @@ out:
     }
     free(s.ranks);
     free(s.fifos);
+    return rc;
+}
+
+/* The same single call on every rank. */
+static int sim_run(int n, const sim_call_t *c, int nslots, size_t slot_bytes, char *err, size_t errlen)
+{
+    sim_call_t **calls = calloc((size_t)n, sizeof *calls);
+    int *ncalls = calloc((size_t)n, sizeof *ncalls);
+    int rc = -1;
+    if (!calls || !ncalls) { snprintf(err, errlen, "out of memory"); goto out; }
+    for (int r = 0; r < n; r++) {
+        calls[r] = (sim_call_t *)c;
+        ncalls[r] = 1;
+    }
+    rc = sim_run_calls(n, calls, ncalls, nslots, slot_bytes, err, errlen);
+out:
+    free(calls);
+    free(ncalls);
+    return rc;
+}
+
+static sim_alg_t sim_alg_of(sched_coll_t coll)
+{
+    switch (coll) {
+    case SCHED_BROADCAST: case SCHED_REDUCE: return ALG_CHAIN;
+    case SCHED_ALLTOALL: case SCHED_GATHER: case SCHED_SCATTER: return ALG_PAIRWISE;
+    default: return ALG_RING;
+    }
+}
+
+static uint64_t sim_rng = 88172645463325252ull;
+static uint64_t sim_rand(void)
+{
+    sim_rng ^= sim_rng << 13;
+    sim_rng ^= sim_rng >> 7;
+    sim_rng ^= sim_rng << 17;
+    return sim_rng;
+}
+
+/* Point to point in a group: every rank sends to a random set of peers
+ * with random counts (some 0, some to itself) and posts the matching
+ * receives, calls shuffled per rank (only the order per peer pair must
+ * match); or a ring exchange. */
+static int sim_run_p2p(int n, int ring, size_t maxcount, int nslots, size_t slot_bytes, char *err, size_t errlen)
+{
+    sim_call_t **calls = calloc((size_t)n, sizeof *calls);
+    int *ncalls = calloc((size_t)n, sizeof *ncalls);
+    size_t *cnt = calloc((size_t)n * (size_t)n, sizeof *cnt);
+    int rc = -1;
+    if (!calls || !ncalls || !cnt) { snprintf(err, errlen, "out of memory"); goto out; }
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b < n; b++)
+            cnt[(size_t)a * (size_t)n + (size_t)b] = ring ? (b == (a + 1) % n ? maxcount : 0)
+                                                          : (sim_rand() % 3 == 0 ? 0 : sim_rand() % (maxcount + 1));
+    for (int r = 0; r < n; r++) {
+        calls[r] = calloc(2 * (size_t)n, sizeof **calls);
+        if (!calls[r]) { snprintf(err, errlen, "out of memory"); goto out; }
+        for (int q = 0; q < n; q++) {
+            size_t sc = cnt[(size_t)r * (size_t)n + (size_t)q], rcnt = cnt[(size_t)q * (size_t)n + (size_t)r];
+            if (sc || !ring)
+                calls[r][ncalls[r]++] = (sim_call_t){SCHED_P2P_SEND, sc, q, CCL_SUM, 0, ALG_PAIRWISE, r * 1000 + q};
+            if (rcnt || !ring)
+                calls[r][ncalls[r]++] = (sim_call_t){SCHED_P2P_RECV, rcnt, q, CCL_SUM, 0, ALG_PAIRWISE, q * 1000 + r};
+        }
+        /* Shuffle: the engine's order per connection is by call index, and
+         * sends to one peer stay in one relative order either way. */
+        for (int i = ncalls[r] - 1; i > 0; i--) {
+            int j = (int)(sim_rand() % (uint64_t)(i + 1));
+            sim_call_t t = calls[r][i];
+            calls[r][i] = calls[r][j];
+            calls[r][j] = t;
+        }
+    }
+    /* The receiver's reference: the sender (root field) fills with
+     * sim_input(seed, sender, i), the seed both sides share. */
+    rc = sim_run_calls(n, calls, ncalls, nslots, slot_bytes, err, errlen);
+out:
+    for (int r = 0; calls && r < n; r++)
+        free(calls[r]);
+    free(calls);
+    free(ncalls);
+    free(cnt);
+    return rc;
+}
+
+/* Several collectives in one group on one comm. */
+static int sim_run_fused(int n, size_t count, int nslots, size_t slot_bytes, char *err, size_t errlen)
+{
+    sim_call_t list[] = {
+        {SCHED_ALLREDUCE, count, 0, CCL_SUM, 0, ALG_RING, 1},
+        {SCHED_BROADCAST, count + 3, n - 1, CCL_SUM, 1, ALG_CHAIN, 2},
+        {SCHED_ALLTOALL, count / 2 + 1, 0, CCL_SUM, 0, ALG_PAIRWISE, 3},
+        {SCHED_REDUCE_SCATTER, count, 0, CCL_MAX, 1, ALG_RING, 4},
+        {SCHED_REDUCE, count, n / 2, CCL_PROD, 0, ALG_CHAIN, 5},
+        {SCHED_GATHER, count, n / 2, CCL_SUM, 1, ALG_PAIRWISE, 6},
+    };
+    int k = (int)(sizeof list / sizeof list[0]);
+    sim_call_t **calls = calloc((size_t)n, sizeof *calls);
+    int *ncalls = calloc((size_t)n, sizeof *ncalls);
+    int rc = -1;
+    if (!calls || !ncalls) { snprintf(err, errlen, "out of memory"); goto out; }
+    for (int r = 0; r < n; r++) {
+        calls[r] = list;
+        ncalls[r] = k;
+    }
+    rc = sim_run_calls(n, calls, ncalls, nslots, slot_bytes, err, errlen);
+out:
+    free(calls);
+    free(ncalls);
     return rc;
 }
 
@@ -299,8 +508,9 @@ int main(void)
         {MUTATE_WRONG_PEER, 5, "a receive from the wrong peer"},
     };
     for (size_t i = 0; i < sizeof selftests / sizeof selftests[0]; i++) {
+        sim_call_t c = {SCHED_ALLREDUCE, 100, 0, CCL_SUM, 0, ALG_RING, 0};
         sim_mutation = selftests[i].mutation;
-        int rc = sim_run(selftests[i].n, SCHED_ALLREDUCE, 100, 0, CCL_SUM, 2, 64, 0, err, sizeof err);
+        int rc = sim_run(selftests[i].n, &c, 2, 64, err, sizeof err);
         sim_mutation = MUTATE_NONE;
         if (rc == 0) {
             failed++;
@@ -313,34 +523,56 @@ int main(void)
     for (int ri = 0; ri < nr; ri++) {
         int n = ranks[ri];
         /* Counts: empty, tiny, not a multiple of anything, several slots per
-         * part; fewer for huge rank counts to bound run time. */
+         * part; fewer and smaller for huge rank counts to bound run time
+         * (the n-block collectives hold n*n*count elements per job). */
         size_t counts[] = {0, 1, 7, (size_t)n * 3 + 5, (size_t)n * 37 + 11};
-        int ncounts = n > 256 ? 4 : 5;
-        /* Allgather memory is n*n*count per simulated job: keep counts small
-         * for big n (the parts still span several slots and ranks). */
-        size_t ag_counts[] = {0, 1, 7, 13, 67};
-        int ag_ncounts = n > 64 ? 4 : 5;
-        for (int ci = 0; ci < 5; ci++) {
-            for (int coll = 0; coll < SCHED_NUM_COLLS; coll++) {
-                size_t count = coll == SCHED_ALLGATHER ? ag_counts[ci] : counts[ci];
-                if (ci >= (coll == SCHED_ALLGATHER ? ag_ncounts : ncounts))
-                    continue;
+        size_t blk_counts[] = {0, 1, 7, 13, 67};
+        int ncounts = n > 256 ? 4 : 5, nblk = n > 64 ? 4 : 5;
+        for (int coll = 0; coll <= SCHED_SCATTER; coll++) {
+            int blocks = coll == SCHED_ALLGATHER || coll == SCHED_REDUCE_SCATTER || coll == SCHED_ALLTOALL ||
+                         coll == SCHED_GATHER || coll == SCHED_SCATTER;
+            int rooted = coll == SCHED_BROADCAST || coll == SCHED_REDUCE || coll == SCHED_GATHER || coll == SCHED_SCATTER;
+            /* Huge alltoall is n^2 FIFOs of memory: up to 257 ranks. */
+            if (coll == SCHED_ALLTOALL && n > 257)
+                continue;
+            for (int ci = 0; ci < (blocks ? nblk : ncounts); ci++) {
+                size_t count = blocks ? blk_counts[ci] : counts[ci];
                 for (int ip = 0; ip < 2; ip++) {
                     ccl_redop_t op = (ccl_redop_t)((ri + ci + ip) % CCL_NUM_OPS);
                     int nslots = (ci % 2) ? 2 : 4;
                     size_t slot = (ci % 2) ? 64 : 256;
+                    int root = !rooted ? 0 : (ci % 3 == 0 ? 0 : ci % 3 == 1 ? n - 1 : n / 2);
                     int nalg = (coll == SCHED_ALLREDUCE && n == 2) ? 2 : 1;
-                    for (int direct = 0; direct < nalg; direct++) {
-                        if (sim_run(n, (sched_coll_t)coll, count, ip, op, nslots, slot, direct, err, sizeof err) == 0) {
+                    for (int a = 0; a < nalg; a++) {
+                        sim_alg_t alg = a ? ALG_DIRECT : sim_alg_of((sched_coll_t)coll);
+                        sim_call_t c = {(sched_coll_t)coll, count, root, op, ip, alg, ri * 7 + ci};
+                        if (sim_run(n, &c, nslots, slot, err, sizeof err) == 0) {
                             passed++;
                         } else {
                             failed++;
-                            printf("FAIL %s %s n=%d count=%zu %s op=%s slots=%dx%zu: %s\n",
-                                   direct ? "direct" : "ring", coll == SCHED_ALLGATHER ? "allgather" : "allreduce",
-                                   n, count, ip ? "in-place" : "out-of-place", dev_op_name(op), nslots, slot, err);
+                            printf("FAIL %s %s n=%d count=%zu root=%d %s op=%s slots=%dx%zu: %s\n", sim_alg_name(alg),
+                                   sched_coll_name((sched_coll_t)coll), n, count, root,
+                                   ip ? "in-place" : "out-of-place", dev_op_name(op), nslots, slot, err);
                         }
                     }
                 }
+            }
+        }
+        /* Groups: fused collectives, p2p ring exchange, random all-to-all-v. */
+        if (n <= 64) {
+            struct { const char *what; int rc; } g[3];
+            g[0].what = "fused collectives";
+            g[0].rc = sim_run_fused(n, (size_t)n * 5 + 3, 2, 64, err, sizeof err);
+            if (g[0].rc) printf("FAIL group of collectives n=%d: %s\n", n, err);
+            g[1].what = "ring exchange";
+            g[1].rc = sim_run_p2p(n, 1, 200, 2, 64, err, sizeof err);
+            if (g[1].rc) printf("FAIL p2p ring exchange n=%d: %s\n", n, err);
+            g[2].what = "all-to-all-v";
+            g[2].rc = n <= 24 ? sim_run_p2p(n, 0, 97, 2, 64, err, sizeof err) : 0;
+            if (g[2].rc) printf("FAIL p2p all-to-all-v n=%d: %s\n", n, err);
+            for (int i = 0; i < 3; i++) {
+                if (g[i].rc) failed++;
+                else passed++;
             }
         }
     }

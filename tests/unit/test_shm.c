@@ -139,7 +139,7 @@ static void test_create_open_unlink(void **state)
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
     memset(name, 0, sizeof name);
-    assert_int_equal(shm_conn_create(&rcv, 4, 4096, name), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, 4, 4096, name, 1), CCL_SUCCESS);
     assert_true(name[0] == '/');
     assert_true(strnlen(name, SHM_NAME_MAX) < SHM_NAME_MAX);
     assert_null(strchr(name + 1, '/'));
@@ -167,7 +167,7 @@ static void test_create_open_unlink(void **state)
     /* Another connection gets another name. */
     shm_conn_t other;
     char name2[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&other, 2, 64, name2), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&other, 2, 64, name2, 1), CCL_SUCCESS);
     assert_string_not_equal(name, name2);
     shm_name_unlink(name2);
     shm_conn_close(&other);
@@ -256,7 +256,7 @@ static void test_open_corrupt(void **state)
     /* A real header whose segment no longer has the size it describes. */
     shm_conn_t rcv;
     char real[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 4096, real), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, 4, 4096, real, 1), CCL_SUCCESS);
     int fd = shm_open(real, O_RDWR, 0);
     assert_true(fd >= 0);
     assert_int_equal(ftruncate(fd, (off_t)rcv.map_len + 4096), 0);
@@ -353,7 +353,7 @@ static void run_transfer(uint32_t nslots, size_t slot_size, uint32_t nslices, wa
 {
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, nslots, slot_size, name), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, nslots, slot_size, name, 1), CCL_SUCCESS);
     assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
     shm_name_unlink(name);
     atomic_uint consumed = 0;
@@ -419,7 +419,7 @@ static void test_transfer_across_fork(void **state)
     const uint32_t nslices = 300;
     shm_conn_t rcv;
     char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 2048, name), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, 4, 2048, name, 1), CCL_SUCCESS);
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -502,7 +502,7 @@ static void test_drain_waits_for_receiver(void **state)
     (void)state;
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 128, name), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, 4, 128, name, 1), CCL_SUCCESS);
     assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
     shm_name_unlink(name);
     wait_policy_t pol = {NULL, NULL, 0, 0};
@@ -565,7 +565,7 @@ static void poison_case(int block_receiver, int poison_from_sender)
 {
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 64, name), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, 4, 64, name, 1), CCL_SUCCESS);
     assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
     shm_name_unlink(name);
     wait_policy_t nowait = {NULL, NULL, 0, 0};
@@ -622,7 +622,7 @@ static void test_poison_before_wait(void **state)
     (void)state;
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 64, name), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, 4, 64, name, 1), CCL_SUCCESS);
     assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
     shm_name_unlink(name);
     shm_conn_poison(&snd);
@@ -644,7 +644,7 @@ static void test_check_callback_ends_wait(void **state)
     (void)state;
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 2, 64, name), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(&rcv, 2, 64, name, 1), CCL_SUCCESS);
     assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
     shm_name_unlink(name);
     /* The receiver's wait: the callback gives up after 50 ms. */

@@ -1,0 +1,64 @@
+/*
+ * engine.h - the progress rules shared by every executor and the simulator.
+ *
+ * An executor runs one or more "jobs" (one per communicator a call or group
+ * touches); a job runs one or more scheduled operations (the calls of a
+ * group on that communicator). The engine decides which slice of which step
+ * may run next; the executor supplies a function that tries to run it.
+ *
+ * The rules:
+ *   - rounds: slice k of every step runs before slice k+1 of any step of the
+ *     job (see sched_rounds: this bounds what any FIFO must hold);
+ *   - within a round, the steps of one operation run in step order, unless
+ *     its schedule is steps_independent;
+ *   - on each connection, messages go in (round, operation, step) order on
+ *     both sides: a step may not use a connection while an earlier step of
+ *     the round that uses it is pending. Sender and receiver therefore agree
+ *     on what each slot holds, however the other steps interleave;
+ *   - a step whose connection is not ready is skipped, so that one blocked
+ *     peer does not stop work that does not depend on it (grouped send/recv
+ *     patterns where every rank sends and receives at once).
+ */
+#ifndef CCL_ALGOS_ENGINE_H
+#define CCL_ALGOS_ENGINE_H
+
+#include "algos/schedule.h"
+
+typedef struct {
+    const sched_t *sched;
+    size_t elem_size;
+    size_t *next; /* per step: slices run so far (engine-owned) */
+    int first;    /* steps before this one are done in the current round */
+} eng_op_t;
+
+typedef struct {
+    eng_op_t *ops;
+    int nops;
+    int nranks;
+    size_t slot_bytes;
+    size_t round, rounds;
+    unsigned char *blocked; /* nops + 2*nranks flags, per sweep */
+} eng_job_t;
+
+/* Runs slice `slice` of step `st` of operation `op`: returns 1 when it ran,
+ * 0 when a connection is not ready (nothing was changed), -1 on error. */
+typedef int (*eng_try_fn)(void *ctx, int op, const sched_step_t *st, size_t slice);
+
+/* Memory reused across calls: the caller keeps *arena and *cap (start with
+ * NULL/0) and frees *arena when done with it. */
+ccl_result_t eng_job_setup(eng_job_t *job, eng_op_t *ops, int nops, int nranks, size_t slot_bytes,
+                           void **arena, size_t *cap);
+static inline int eng_job_done(const eng_job_t *job) { return job->round >= job->rounds; }
+
+typedef struct {
+    long ran;       /* slices run in this sweep */
+    int wait_op;    /* first step found not ready, -1 if none */
+    int wait_step;
+    int nwaiting;   /* steps found not ready */
+} eng_sweep_t;
+
+/* Runs every slice that may run now, moving on to later rounds as each
+ * completes. Returns -1 when `try` failed. */
+int eng_sweep(eng_job_t *job, eng_try_fn try, void *ctx, eng_sweep_t *out);
+
+#endif
