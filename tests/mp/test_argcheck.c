@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test_coll.h"
 #include "test_common.h"
@@ -522,6 +524,8 @@ static int check_args_body(tst_ctx_t *ctx, void *arg)
         else if (!m || !strstr(m, want))
             tst_fail(ctx, "%s: the message does not name %s (the first that differs): \"%s\"",
                      mc->what, want, m ? m : "(NULL)");
+        else if (ctx->rank == 0)
+            printf("  %s: %s\n", mc->what, m);
         if (rc == CCL_ERR_MISMATCH && tst_check_bytes(recvb, sizeof(recvb), 0) < sizeof(recvb))
             tst_fail(ctx, "%s: refused as a mismatch, but recvbuf was written", mc->what);
         /* A matching call afterwards works. */
@@ -538,14 +542,44 @@ static int check_args_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
-int main(void)
+/* ccl reads its parameters once per process, and this one already has (the
+ * launcher made unique ids): the CCL_CHECK_ARGS=1 runs go to a fresh copy of
+ * this program with the variable set. */
+static int run_check_args_in_child(char **argv)
 {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (pid == 0) {
+        setenv("CCL_CHECK_ARGS", "1", 1);
+        execv("/proc/self/exe", argv);
+        perror("execv /proc/self/exe");
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        return 1;
+    return !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
     int failed = 0;
+    const char *ca = getenv("CCL_CHECK_ARGS");
+    if (ca && strcmp(ca, "1") == 0) {
+        base_seed = tst_seed("test_argcheck (CCL_CHECK_ARGS=1)");
+        failed += tst_run_ranks("check-args", 4, 60, check_args_body, NULL) != 0;
+        return failed ? 1 : 0;
+    }
     base_seed = tst_seed("test_argcheck");
     failed += tst_run_ranks("argcheck", 1, 60, argcheck_body, NULL) != 0;
     failed += tst_run_ranks("argcheck", 3, 60, argcheck_body, NULL) != 0;
-    setenv("CCL_CHECK_ARGS", "1", 1);
-    failed += tst_run_ranks("check-args", 4, 60, check_args_body, NULL) != 0;
+    failed += run_check_args_in_child(argv);
     printf("test_argcheck: %s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
 }
