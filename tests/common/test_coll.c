@@ -72,7 +72,10 @@ void tst_case_str(const tst_case_t *c, int nranks, char *buf, size_t len)
         snprintf(align, sizeof(align), " misalign=%zu", c->misalign);
     snprintf(buf, len, "%s dtype=%s%s count=%zu nranks=%d%s %s%s%s", tst_coll_name(c->coll),
              tst_dtype_name(c->dt), op, c->count, nranks, root,
-             c->coll == TST_BCAST || c->inplace ? "in-place" : "out-of-place", align,
+             c->coll == TST_BCAST || c->inplace == 1 ? "in-place"
+             : c->inplace == TST_INPLACE_MIXED       ? "in-place-on-even-ranks"
+                                                     : "out-of-place",
+             align,
              c->null_unused ? " unused-buffers-NULL" : "");
 }
 
@@ -112,7 +115,8 @@ static layout_t layout_of(const tst_case_t *c, int rank, int nranks)
         l.shared = 1;
         l.send_used = is_root;
         l.shared_elems = cnt;
-    } else if (c->inplace && tst_coll_has_inplace(c->coll)) {
+    } else if ((c->inplace == 1 || (c->inplace == TST_INPLACE_MIXED && rank % 2 == 0)) &&
+               tst_coll_has_inplace(c->coll)) {
         switch (c->coll) {
         case TST_ALLGATHER:
             l.shared = 1;
@@ -400,7 +404,7 @@ int tst_sweep_body(tst_ctx_t *ctx, void *arg)
                             .dt = tst_dtypes[d],
                             .op = tst_coll_reduces(coll) ? tst_ops[o] : TST_OP_COPY,
                             .count = c < sw->ncounts ? sw->counts[c] : sw->big_count,
-                            .inplace = inplace,
+                            .inplace = inplace && (k & 8) ? TST_INPLACE_MIXED : inplace,
                             .misalign = (k & 2) ? esz : 0,
                             .seed = tst_case_seed(cfg->seed, (uint64_t)n,
                                                   (uint64_t)coll * 16 + (uint64_t)d, (uint64_t)o,

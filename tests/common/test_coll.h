@@ -40,12 +40,15 @@ typedef struct {
     ccl_datatype_t dt;
     ccl_redop_t op;     /* reducing collectives (a ccl op or TST_OP_PREMULSUM); ignored otherwise */
     size_t count;       /* the count argument of the call (per-rank block where there are blocks) */
-    int inplace;        /* the in-place layout of ccl.h (only where the collective has one) */
+    int inplace;        /* the in-place layout of ccl.h (only where the collective has one);
+                         * TST_INPLACE_MIXED: in place on even ranks only */
     size_t misalign;    /* bytes past a 64-byte boundary (multiple of the element size) */
     uint64_t seed;
     int root;           /* rooted collectives: the root; TST_SENDRECV: the distance to the peer */
     int null_unused;    /* ranks pass NULL for the buffers ccl.h says they do not use */
 } tst_case_t;
+
+#define TST_INPLACE_MIXED 2
 
 typedef struct {
     tst_gbuf_t send, recv;
@@ -94,7 +97,8 @@ typedef struct {
 } tst_sweep_cfg_t;
 
 /* A sweep over collectives x every dtype x every op (reducing collectives)
- * x counts x placements, with the root (or peer distance) cycling through 0,
+ * x counts x placements (in place on every rank, or, one case in two, on
+ * the even ranks only), with the root (or peer distance) cycling through 0,
  * the last rank and a middle one, ranks that do not use a buffer passing
  * NULL every other case, and some buffers merely element-aligned. The big
  * count, which costs more than all the others together, runs for one op

@@ -4,12 +4,13 @@
  *
  *   group-colls   every collective (and a send/recv ring) in one group on
  *                 one comm; nested groups, where nothing may run before the
- *                 outermost ccl_group_end
+ *                 outermost ccl_group_end; one group on two comms
  *   group-p2p     a ring exchange of 17 MiB messages (far past any FIFO);
  *                 pairwise exchange where both ranks send first; an
  *                 all-to-all-v from sends and receives with uneven per-pair
  *                 counts (some 0, some large, self included); seven sends to
- *                 one peer that must match the receives in order; a group
+ *                 one peer that must match the receives in order; int64
+ *                 sent and received as uint8 (bytes agree); a group
  *                 mixing collectives with sends and receives; blocking sends
  *                 and receives outside any group
  *   group-one-thread   one thread, ccl_comm_init_all(n), one group with a
@@ -203,6 +204,25 @@ static int group_colls_body(tst_ctx_t *ctx, void *arg)
     TST_CCL(ctx, comm, ccl_group_end());
     verify_cases(ctx, "nested groups", cs, bs, n);
 
+    /* 3: one group with calls on two communicators of the same ranks. */
+    ccl_unique_id_t id2;
+    tst_share_id(ctx, &id2);
+    ccl_comm_t comm2 = tst_comm_init_id(ctx, id2);
+    n = 0;
+    cs[n++] = group_case(TST_ALLREDUCE, ctx->nranks, 8, 70001, 0);
+    cs[n++] = group_case(TST_ALLTOALL, ctx->nranks, 8, 1021, 0);
+    cs[n++] = group_case(TST_SENDRECV, ctx->nranks, 8, 1021, 0);
+    cs[n++] = group_case(TST_REDUCE, ctx->nranks, 8, 13, 1);
+    for (int k = 0; k < n; k++)
+        tst_case_prepare(&cs[k], ctx->rank, ctx->nranks, &bs[k], 0);
+    TST_CCL(ctx, comm, ccl_group_start());
+    for (int k = 0; k < n; k++)
+        issue_or_die(ctx, &cs[k], &bs[k], (k & 1) ? comm2 : comm, NULL, "one group on two comms");
+    tst_set_case(ctx, "one group on two comms: ccl_group_end");
+    TST_CCL(ctx, comm, ccl_group_end());
+    verify_cases(ctx, "one group on two comms", cs, bs, n);
+    tst_comm_destroy(ctx, comm2);
+
     tst_comm_destroy(ctx, comm);
     return 0;
 }
@@ -326,6 +346,24 @@ static void same_peer_in_order(tst_ctx_t *ctx, ccl_comm_t comm)
     }
 }
 
+/* Sends and receives must agree on bytes only: 1021 int64 sent arrive as
+ * 8168 uint8 (bit for bit), in a group with the reverse direction. */
+static void bytes_not_dtypes(tst_ctx_t *ctx, ccl_comm_t comm)
+{
+    int n = ctx->nranks, r = ctx->rank, to = (r + 1) % n, from = (r - 1 + n) % n;
+    msg_t s, d;
+    msg_send_buf(&s, 1021, CCL_INT64, msg_seed(7, r, to, 0), n, r);
+    msg_recv_buf(&d, 1021, CCL_INT64, msg_seed(7, from, r, 0), from);
+    tst_set_case(ctx, "1021 int64 sent, received as 8168 uint8");
+    TST_CCL(ctx, comm, ccl_group_start());
+    TST_CCL(ctx, comm, ccl_recv(d.p, 1021 * 8, CCL_UINT8, from, comm, NULL));
+    TST_CCL(ctx, comm, ccl_send(s.p, 1021, CCL_INT64, to, comm, NULL));
+    TST_CCL(ctx, comm, ccl_group_end());
+    msg_check(ctx, &d, "int64 sent, received as uint8");
+    msg_free(&s);
+    msg_free(&d);
+}
+
 /* Collectives and a send/recv ring in one group. */
 static void mixed_group(tst_ctx_t *ctx, ccl_comm_t comm)
 {
@@ -388,6 +426,7 @@ static int group_p2p_body(tst_ctx_t *ctx, void *arg)
     pairwise_exchange(ctx, comm);
     alltoallv(ctx, comm);
     same_peer_in_order(ctx, comm);
+    bytes_not_dtypes(ctx, comm);
     mixed_group(ctx, comm);
     blocking_p2p(ctx, comm);
     /* The comm is in step afterwards. */

@@ -34,7 +34,7 @@ static tst_case_t make_case(int nranks, int phase, int k)
     c.op = tst_coll_reduces(c.coll) ? tst_ops[(h >> 8) % (uint64_t)tst_num_ops] : TST_OP_COPY;
     /* Mostly 1..64 elements; 1 in 16 is larger than a typical FIFO slot. */
     c.count = ((h >> 16) & 15) == 0 ? 20000 + (h >> 24) % 50000 : 1 + (h >> 24) % 64;
-    c.inplace = (int)((h >> 40) & 1);
+    c.inplace = (int)((h >> 40) % 3); /* out of place, in place, in place on even ranks */
     c.root = (int)((h >> 50) % (uint64_t)nranks);
     c.null_unused = (int)((h >> 58) & 1);
     c.seed = h;
