@@ -443,8 +443,27 @@ static int filter_colls(const tst_sweep_t *sw, tst_coll_t *out)
     return n;
 }
 
+/* CCL_TEST_COUNTS, a comma-separated list, replaces the small counts. */
+static int env_counts(size_t *out, int max)
+{
+    const char *p = getenv("CCL_TEST_COUNTS");
+    int n = 0;
+    while (p && *p && n < max) {
+        char *end;
+        out[n++] = (size_t)strtoull(p, &end, 10);
+        p = *end == ',' ? end + 1 : NULL;
+    }
+    return n;
+}
+
 int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw)
 {
+    size_t counts[32];
+    int ncounts = env_counts(counts, 32);
+    if (ncounts) {
+        sw->counts = counts;
+        sw->ncounts = ncounts;
+    }
     static const int default_ranks[] = {1, 2, 3, 4, 5, 7, 8, 16};
     static const int mem_ranks[] = {2, 3, 4, 5};
     tst_coll_t colls[TST_NUM_COLLS];

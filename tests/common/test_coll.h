@@ -118,9 +118,11 @@ typedef struct {
 /* The shared main() of the collective sweeps: fills sw->cfg, then runs the
  * sweep on each rank count given in argv, or on sw->ranks, or on the
  * defaults (1 2 3 4 5 7 8 16; with ccl_mem_alloc buffers 2 3 4 5, since
- * every case allocates and touches fresh memory on every rank). CCL_TEST_COLLS, a comma-separated
- * list of names, keeps only those collectives. Prints "<name>:
- * passed|FAILED"; returns the exit status. */
+ * every case allocates and touches fresh memory on every rank).
+ * CCL_TEST_COLLS, a comma-separated list of names, keeps only those
+ * collectives; CCL_TEST_COUNTS, a comma-separated list, replaces the small
+ * counts (the big one stays). Prints "<name>: passed|FAILED"; returns the
+ * exit status. */
 int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw);
 
 #ifdef __cplusplus
