@@ -124,7 +124,8 @@ run_dir mp
 # only, to keep the suite's time in bounds; its default run has them all.
 # (CCL_TEST_* variables belong to the tests: see tests/common/test_coll.h.)
 # The last variant checks that CCL_CHECK_ARGS=1 finds no mismatch in calls
-# that do match (NULL buffers on non-roots, in place on some ranks only).
+# that do match (NULL buffers on non-roots, in place on some ranks only,
+# groups of collectives and sends, one thread driving several ranks).
 variants=(
     "CCL_ALGO=ring"
     "CCL_ALGO=direct"
@@ -155,6 +156,7 @@ done
 for t in test_allreduce test_colls; do
     run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
 done
+run_variant "CCL_CHECK_ARGS=1" test_groups
 
 # ---- MPI cross-checks ---------------------------------------------------------
 mpi_bins=()
