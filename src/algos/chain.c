@@ -79,11 +79,9 @@ static ccl_result_t chain_reduce(const sched_op_t *op, sched_t *s)
 
 ccl_result_t chain_schedule(const sched_op_t *op, sched_t *out)
 {
-    out->nsteps = 0;
     /* No rank overwrites its send buffer: the root of a broadcast only
      * reads it, reduce partials travel in slots. */
-    out->send_refs_safe_in_place = 1;
-    out->steps_independent = 0;
+    sched_reset(out, 1, 0, 0);
     switch (op->coll) {
     case SCHED_BROADCAST: return chain_broadcast(op, out);
     case SCHED_REDUCE: return chain_reduce(op, out);

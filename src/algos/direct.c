@@ -13,11 +13,9 @@
 
 ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out)
 {
-    out->nsteps = 0;
     /* Both ranks overwrite their (in-place) input while the peer may still
      * be reading it. */
-    out->send_refs_safe_in_place = 0;
-    out->steps_independent = 0;
+    sched_reset(out, 0, 0, 0);
     if (op->coll != SCHED_ALLREDUCE || op->nranks != 2)
         return err_set(CCL_ERR_INTERNAL, "direct: only allreduce on exactly 2 ranks (got %s on %d ranks)",
                        op->coll == SCHED_ALLREDUCE ? "allreduce" : "allgather", op->nranks);

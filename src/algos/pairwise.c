@@ -49,9 +49,7 @@ ccl_result_t pairwise_schedule(const sched_op_t *op, sched_t *out)
 {
     int n = op->nranks, r = op->rank, root = op->root;
     size_t c = op->count;
-    out->nsteps = 0;
-    out->send_refs_safe_in_place = 1; /* nothing sent is ever overwritten */
-    out->steps_independent = 1;
+    sched_reset(out, 1, 1, 0);
     ccl_result_t res = sched_reserve(out, 2 * n);
     if (res != CCL_SUCCESS)
         return res;

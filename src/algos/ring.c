@@ -138,9 +138,7 @@ static ccl_result_t ring_reduce_scatter(const sched_op_t *op, sched_t *s)
 
 ccl_result_t ring_schedule(const sched_op_t *op, sched_t *out)
 {
-    out->nsteps = 0;
-    out->send_refs_safe_in_place = 1;
-    out->steps_independent = 0;
+    sched_reset(out, 1, 0, 0);
     switch (op->coll) {
     case SCHED_ALLREDUCE: return ring_allreduce(op, out);
     case SCHED_ALLGATHER: return ring_allgather(op, out);

@@ -32,6 +32,14 @@ sched_step_t *sched_add(sched_t *s)
     return st;
 }
 
+void sched_reset(sched_t *s, int send_refs_safe_in_place, int steps_independent, int no_refs)
+{
+    s->nsteps = 0;
+    s->send_refs_safe_in_place = send_refs_safe_in_place;
+    s->steps_independent = steps_independent;
+    s->no_refs = no_refs;
+}
+
 void sched_free(sched_t *s)
 {
     free(s->steps);

@@ -57,6 +57,17 @@ typedef enum {
     SCHED_NUM_COLLS
 } sched_coll_t;
 
+/* How ranks sit on nodes (hosts). Ranks of node k are
+ * node_ranks[node_first[k] .. node_first[k+1]), in rank order. NULL in
+ * sched_op_t means every rank on one node. */
+typedef struct {
+    int nnodes;
+    const int *node_of;    /* [nranks] */
+    const int *local_rank; /* [nranks] */
+    const int *node_first; /* [nnodes+1] */
+    const int *node_ranks; /* [nranks] */
+} sched_layout_t;
+
 /* The operation as this rank sees it. `count` is per the API: allreduce's,
  * broadcast's and reduce's element count, the per-rank block of
  * allgather/reduce-scatter/alltoall/gather/scatter, a send's or receive's
@@ -68,6 +79,7 @@ typedef struct {
     int nranks;
     int rank;
     int root;
+    const sched_layout_t *layout; /* NULL: one node */
 } sched_op_t;
 
 typedef struct {
@@ -83,11 +95,17 @@ typedef struct {
      * wrote (alltoall, gather, scatter, p2p): the engine may then run the
      * steps in any order, subject only to each connection's order. */
     int steps_independent;
+    /* Set when a step sends data that a later step of the same rank
+     * overwrites (recursive doubling's running value): nothing of it may go
+     * by reference. */
+    int no_refs;
 } sched_t;
 
 /* Grows the step array; returns CCL_ERR_SYSTEM when out of memory. */
 ccl_result_t sched_reserve(sched_t *s, int nsteps);
 sched_step_t *sched_add(sched_t *s); /* after sched_reserve: never fails */
+/* Empties the schedule and sets its flags; every algorithm starts here. */
+void sched_reset(sched_t *s, int send_refs_safe_in_place, int steps_independent, int no_refs);
 void sched_free(sched_t *s);
 const char *sched_action_name(int action);
 /* Splits count elements into nparts contiguous parts aligned for SIMD; part
@@ -122,6 +140,12 @@ ccl_result_t ring_schedule(const sched_op_t *op, sched_t *out);
 /* One-shot for 2 ranks: each sends everything and reduces what it receives.
  * Only allreduce with exactly 2 ranks. */
 ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out);
+/* Double binary tree allreduce (two trees, each reduces and broadcasts
+ * half the data; a rank is interior in at most one of them). */
+ccl_result_t tree_schedule(const sched_op_t *op, sched_t *out);
+/* Recursive doubling allreduce for small messages: log2(n) exchanges of the
+ * whole buffer (non-powers of two fold the extra ranks in first). */
+ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out);
 /* Pipelined chain from/to the root: broadcast, reduce. */
 ccl_result_t chain_schedule(const sched_op_t *op, sched_t *out);
 /* Every rank straight to every peer: alltoall, gather, scatter, send, recv. */

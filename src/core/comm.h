@@ -17,7 +17,7 @@
 
 #define COMM_ERR_MAX 1024
 
-typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_COUNT } algo_t;
+typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_TREE, ALGO_RD, ALGO_COUNT } algo_t;
 
 /* A premulsum operator created on this comm (ccl_redop_create_premulsum). */
 typedef struct {

@@ -287,7 +287,7 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
     size_t send_bytes, recv_bytes;
     coll_extent(a, &send_bytes, &recv_bytes);
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
-    if (comm->single_copy_threshold > 0 && (send_bytes >= comm->single_copy_threshold ||
+    if (comm->single_copy_threshold > 0 && !sched->no_refs && (send_bytes >= comm->single_copy_threshold ||
                                             recv_bytes >= comm->single_copy_threshold)) {
         /* A reference is safe only to memory that stays unchanged until the
          * peer has read it. Results (dst of a step) are final once written;

@@ -7,8 +7,10 @@
  * else takes the bandwidth algorithm of its collective: the ring
  * (allreduce, allgather, reduce-scatter), the pipelined chain (broadcast,
  * reduce) or pairwise exchange (alltoall, gather, scatter, send/recv).
- * CCL_ALGO=ring|direct|oneshot overrides where the algorithm applies
- * ("ring", "chain" and "pairwise" all mean: the bandwidth algorithm).
+ * CCL_ALGO=ring|direct|oneshot|tree|rd overrides where the algorithm
+ * applies ("ring", "chain" and "pairwise" all mean: the bandwidth
+ * algorithm; tree and rd (recursive doubling) exist for allreduce and
+ * wait for the multi-node cost model to be chosen on their own).
  */
 #include "core/comm.h"
 #include "core/param.h"
@@ -26,7 +28,7 @@
 
 const char *tuner_algo_name(algo_t algo)
 {
-    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain", "pairwise"};
+    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain", "pairwise", "tree", "rd"};
     return (unsigned)algo < ALGO_COUNT ? names[algo] : "?";
 }
 
@@ -64,6 +66,10 @@ algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, 
             return ALGO_DIRECT;
         if (!strcasecmp(forced, "oneshot") && oneshot_ok)
             return ALGO_ONESHOT;
+        if (!strcasecmp(forced, "tree") && coll == SCHED_ALLREDUCE)
+            return ALGO_TREE;
+        if (!strcasecmp(forced, "rd") && coll == SCHED_ALLREDUCE)
+            return ALGO_RD;
         if (!strcasecmp(forced, "ring") || !strcasecmp(forced, "chain") || !strcasecmp(forced, "pairwise"))
             return fallback; /* each collective has one of these */
     }

@@ -28,7 +28,7 @@
 enum { MUTATE_NONE, MUTATE_DROP_LAST_STEP, MUTATE_RECV_FIRST, MUTATE_WRONG_PEER };
 static int sim_mutation = MUTATE_NONE;
 
-typedef enum { ALG_RING, ALG_DIRECT, ALG_CHAIN, ALG_PAIRWISE } sim_alg_t;
+typedef enum { ALG_RING, ALG_DIRECT, ALG_CHAIN, ALG_PAIRWISE, ALG_TREE, ALG_RD } sim_alg_t;
 
 typedef struct {
     int nslots;
@@ -72,6 +72,8 @@ typedef struct {
     int nslots;
     sim_rank_t *ranks;
     sim_fifo_t *fifos; /* n*n: [from*n + to], allocated lazily */
+    size_t *used;      /* indices of the FIFOs allocated so far */
+    size_t nused;
     char err[256];
 } sim_t;
 
@@ -79,6 +81,7 @@ static sim_fifo_t *sim_fifo(sim_t *s, int from, int to)
 {
     sim_fifo_t *f = &s->fifos[(size_t)from * (size_t)s->n + (size_t)to];
     if (!f->data) {
+        s->used[s->nused++] = (size_t)from * (size_t)s->n + (size_t)to;
         f->nslots = s->nslots;
         f->slot_bytes = s->slot_bytes;
         f->data = calloc((size_t)s->nslots, s->slot_bytes);
@@ -224,7 +227,7 @@ static int64_t sim_expect(const sim_call_t *c, int n, int r, size_t j)
 
 static const char *sim_alg_name(sim_alg_t a)
 {
-    static const char *names[] = {"ring", "direct", "chain", "pairwise"};
+    static const char *names[] = {"ring", "direct", "chain", "pairwise", "tree", "recursive-doubling"};
     return names[a];
 }
 
@@ -233,7 +236,7 @@ static int sim_setup_op(sim_t *s, int r, sim_op_t *o, char *err, size_t errlen)
 {
     const sim_call_t *c = &o->call;
     int n = s->n;
-    sched_op_t sop = {c->coll, c->count, 8, n, r, c->root};
+    sched_op_t sop = {c->coll, c->count, 8, n, r, c->root, NULL};
     sched_op_extent(&sop, &o->send_elems, &o->recv_elems);
     o->recv_mem = calloc(o->recv_elems + 1, 8);
     if (!o->recv_mem) { snprintf(err, errlen, "out of memory"); return -1; }
@@ -268,6 +271,8 @@ static int sim_setup_op(sim_t *s, int r, sim_op_t *o, char *err, size_t errlen)
     case ALG_DIRECT: res = direct_schedule(&sop, &o->sched); break;
     case ALG_CHAIN: res = chain_schedule(&sop, &o->sched); break;
     case ALG_PAIRWISE: res = pairwise_schedule(&sop, &o->sched); break;
+    case ALG_TREE: res = tree_schedule(&sop, &o->sched); break;
+    case ALG_RD: res = rd_schedule(&sop, &o->sched); break;
     default: res = ring_schedule(&sop, &o->sched); break;
     }
     if (res != CCL_SUCCESS) { snprintf(err, errlen, "schedule failed for rank %d", r); return -1; }
@@ -293,12 +298,14 @@ static int sim_check(sim_t *s)
             }
         }
     }
-    for (size_t f = 0; f < (size_t)s->n * (size_t)s->n; f++)
+    for (size_t u = 0; u < s->nused; u++) {
+        size_t f = s->used[u];
         if (s->fifos[f].head != s->fifos[f].tail) {
             snprintf(s->err, sizeof s->err, "FIFO %zu->%zu left %llu slots unconsumed", f / (size_t)s->n,
                      f % (size_t)s->n, (unsigned long long)(s->fifos[f].tail - s->fifos[f].head));
             return -1;
         }
+    }
     return 0;
 }
 
@@ -310,7 +317,8 @@ static int sim_run_calls(int n, sim_call_t **calls, const int *ncalls, int nslot
     int rc = -1;
     s.ranks = calloc((size_t)n, sizeof *s.ranks);
     s.fifos = calloc((size_t)n * (size_t)n, sizeof *s.fifos);
-    if (!s.ranks || !s.fifos) { snprintf(err, errlen, "out of memory"); goto out; }
+    s.used = malloc((size_t)n * (size_t)n * sizeof *s.used);
+    if (!s.ranks || !s.fifos || !s.used) { snprintf(err, errlen, "out of memory"); goto out; }
     for (int r = 0; r < n; r++) {
         sim_rank_t *R = &s.ranks[r];
         R->nops = ncalls[r];
@@ -375,12 +383,13 @@ out:
         free(s.ranks[r].eops);
         free(s.ranks[r].arena);
     }
-    for (size_t f = 0; s.fifos && f < (size_t)n * (size_t)n; f++) {
-        free(s.fifos[f].data);
-        free(s.fifos[f].len);
+    for (size_t u = 0; s.used && u < s.nused; u++) {
+        free(s.fifos[s.used[u]].data);
+        free(s.fifos[s.used[u]].len);
     }
     free(s.ranks);
     free(s.fifos);
+    free(s.used);
     return rc;
 }
 
@@ -542,9 +551,11 @@ int main(void)
                     int nslots = (ci % 2) ? 2 : 4;
                     size_t slot = (ci % 2) ? 64 : 256;
                     int root = !rooted ? 0 : (ci % 3 == 0 ? 0 : ci % 3 == 1 ? n - 1 : n / 2);
-                    int nalg = (coll == SCHED_ALLREDUCE && n == 2) ? 2 : 1;
+                    /* Allreduce: ring, tree, recursive doubling, and direct on 2 ranks. */
+                    sim_alg_t algs[4] = {sim_alg_of((sched_coll_t)coll), ALG_TREE, ALG_RD, ALG_DIRECT};
+                    int nalg = coll != SCHED_ALLREDUCE ? 1 : n == 2 ? 4 : 3;
                     for (int a = 0; a < nalg; a++) {
-                        sim_alg_t alg = a ? ALG_DIRECT : sim_alg_of((sched_coll_t)coll);
+                        sim_alg_t alg = algs[a];
                         sim_call_t c = {(sched_coll_t)coll, count, root, op, ip, alg, ri * 7 + ci};
                         if (sim_run(n, &c, nslots, slot, err, sizeof err) == 0) {
                             passed++;
