@@ -487,3 +487,16 @@ int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw)
     printf("test_%s: %s\n", name, failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
 }
+
+const size_t tst_sweep_counts[] = {0, 1, 2, 3, 7, 13, 1021};
+const int tst_sweep_ncounts = (int)(sizeof(tst_sweep_counts) / sizeof(tst_sweep_counts[0]));
+
+int tst_sweep_one(const char *name, tst_coll_t coll, int argc, char **argv)
+{
+    tst_sweep_t sw = {.colls = &coll,
+                      .ncolls = 1,
+                      .counts = tst_sweep_counts,
+                      .ncounts = tst_sweep_ncounts,
+                      .big_count = TST_SWEEP_BIG_COUNT};
+    return tst_sweep_main(name, argc, argv, &sw);
+}

@@ -125,6 +125,14 @@ typedef struct {
  * exit status. */
 int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw);
 
+/* The sweeps' usual counts (0, 1, 2, 3, 7, 13, 1021; big 65537). */
+extern const size_t tst_sweep_counts[];
+extern const int tst_sweep_ncounts;
+#define TST_SWEEP_BIG_COUNT 65537
+
+/* tst_sweep_main for one collective with the usual counts. */
+int tst_sweep_one(const char *name, tst_coll_t coll, int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,12 +12,5 @@
 
 int main(int argc, char **argv)
 {
-    static const tst_coll_t colls[] = {TST_ALLGATHER};
-    static const size_t counts[] = {0, 1, 2, 3, 7, 13, 1021};
-    tst_sweep_t sw = {.colls = colls,
-                      .ncolls = 1,
-                      .counts = counts,
-                      .ncounts = (int)(sizeof(counts) / sizeof(counts[0])),
-                      .big_count = 65537};
-    return tst_sweep_main("allgather", argc, argv, &sw);
+    return tst_sweep_one("allgather", TST_ALLGATHER, argc, argv);
 }

@@ -78,14 +78,13 @@ int main(int argc, char **argv)
     static const tst_coll_t colls[] = {TST_REDUCE_SCATTER, TST_BROADCAST, TST_BCAST,
                                        TST_REDUCE,         TST_ALLTOALL,  TST_GATHER,
                                        TST_SCATTER,        TST_SENDRECV};
-    static const size_t counts[] = {0, 1, 2, 3, 7, 13, 1021};
     /* 16 ranks (as the allreduce and allgather sweeps have) would double the time. */
     static const int ranks[] = {1, 2, 3, 4, 5, 7, 8};
     tst_sweep_t sw = {.colls = colls,
                       .ncolls = (int)(sizeof(colls) / sizeof(colls[0])),
-                      .counts = counts,
-                      .ncounts = (int)(sizeof(counts) / sizeof(counts[0])),
-                      .big_count = 65537,
+                      .counts = tst_sweep_counts,
+                      .ncounts = tst_sweep_ncounts,
+                      .big_count = TST_SWEEP_BIG_COUNT,
                       .ranks = ranks,
                       .nranks = (int)(sizeof(ranks) / sizeof(ranks[0])),
                       .timeout_s = 120};
