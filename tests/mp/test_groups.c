@@ -20,7 +20,9 @@
  *                 different streams in one group (CCL_ERR_INVALID_USAGE as
  *                 ccl.h documents), a group with one call that fails its
  *                 checks (the same code from ccl_group_end): nothing of such
- *                 a group may run, and the comm must work afterwards
+ *                 a group may run; ccl_comm_destroy of a comm with calls in
+ *                 the open group (CCL_ERR_GROUP, the group then runs); the
+ *                 comm must work afterwards
  *   group-stream  a group on a host stream: ccl_group_end returns while the
  *                 peers have provably not joined, the work completes at
  *                 ccl_stream_synchronize
@@ -572,6 +574,21 @@ static int group_errors_body(tst_ctx_t *ctx, void *arg)
         if (out[0] != 0.0f)
             tst_fail(ctx, "the refused allreduce wrote its recvbuf");
         tst_case_release(&b);
+    }
+
+    /* Destroying a comm that this thread's open group has calls on is
+     * refused (the group would wait forever); the group then runs. */
+    {
+        tst_case_t c = group_case(TST_ALLREDUCE, ctx->nranks, 36, 1021, 0);
+        tst_bufs_t b;
+        tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 0);
+        tst_set_case(ctx, "ccl_comm_destroy inside a group with a call on the comm");
+        TST_CCL(ctx, comm, ccl_group_start());
+        issue_or_die(ctx, &c, &b, comm, NULL, "ccl_comm_destroy inside a group");
+        expect_code(ctx, ccl_comm_destroy(comm), CCL_ERR_GROUP, comm,
+                    "ccl_comm_destroy of a comm with calls in the open group", "group");
+        TST_CCL(ctx, comm, ccl_group_end());
+        verify_cases(ctx, "the group whose comm could not be destroyed", &c, &b, 1);
     }
 
     /* After all of that the comm still works, blocking and on a stream. */
