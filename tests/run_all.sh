@@ -3,7 +3,7 @@
 #   BUILD=<dir> HAVE_MPICC=<1 or empty> tests/run_all.sh
 #
 # Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
-# under mpirun with 3 and 4 ranks (or one explicit SKIPPED line), a
+# under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
 # ccl-perf smoke check when $BUILD/bin/ccl-perf exists, and ccl-info on this
 # machine and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
@@ -121,6 +121,12 @@ run_dir mp
 # buffers with single copy and non-temporal stores from 1 KiB, so that the
 # reference path sees every dtype, op, placement and algorithm. (CCL_*
 # variables are rows of src/core/params.def; CCL_TEST_* belong to the tests.)
+# test_colls (every other collective) runs its variants on two rank counts
+# only, to keep the suite's time in bounds; its default run has them all.
+# (CCL_TEST_* variables belong to the tests: see tests/common/test_coll.h.)
+# The last variant checks that CCL_CHECK_ARGS=1 finds no mismatch in calls
+# that do match (NULL buffers on non-roots, in place on some ranks only,
+# groups of collectives and sends, one thread driving several ranks).
 variants=(
     "CCL_ALGO=ring"
     "CCL_ALGO=direct"
@@ -128,14 +134,34 @@ variants=(
     "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_STREAM_THRESHOLD=1K"
     "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=direct"
 )
+# run_variant <variant> <test> [args...]
+run_variant() {
+    local v=$1 t=$2 bin="$BUILD/tests/mp/$2"
+    shift 2
+    [[ -x "$bin" ]] || return
+    # shellcheck disable=SC2086 # $v is a list of NAME=value words
+    run_test "mp/${t}[${v// /,}]" mp env $v "$bin" "$@"
+}
 for v in "${variants[@]}"; do
     for t in test_allreduce test_allgather test_repeat test_large; do
-        bin="$BUILD/tests/mp/$t"
-        [[ -x "$bin" ]] || continue
-        # shellcheck disable=SC2086 # $v is a list of NAME=value words
-        run_test "mp/${t}[${v// /,}]" mp env $v "$bin"
+        run_variant "$v" "$t"
     done
+    # On ccl_mem_alloc buffers (fresh, first-touched memory every case) only
+    # the counts that reach the 1 KiB single-copy threshold.
+    if [[ "$v" == *CCL_TEST_CCL_MEM=1* ]]; then
+        run_variant "CCL_TEST_COUNTS=1021 $v" test_colls 3 4
+    else
+        run_variant "$v" test_colls 3 4
+    fi
 done
+# Algorithms that only allreduce has.
+for v in "CCL_ALGO=tree" "CCL_ALGO=rd"; do
+    run_variant "$v" test_allreduce
+done
+for t in test_allreduce test_colls; do
+    run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
+done
+run_variant "CCL_CHECK_ARGS=1" test_groups
 
 # ---- MPI cross-checks ---------------------------------------------------------
 mpi_bins=()
@@ -181,7 +207,7 @@ else
     # sake; ccl's own leaks are caught by the mp tests, which run without MPI.
     asan_opts="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
     for bin in "${mpi_bins[@]}"; do
-        for np in 3 4; do
+        for np in 1 2 3 4; do
             run_test "mpi/$(basename "$bin")-np$np" mpi \
                 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
                 ASAN_OPTIONS="$asan_opts" \
