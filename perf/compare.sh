@@ -46,6 +46,9 @@
 #   SM_BTL       Open MPI shared-memory BTL (default: vader, or sm where the
 #                installed Open MPI only has sm, as in 5.x)
 #   NPS          rank counts of the -C sections (default "2 4")
+#   BLOCKING     1: one more column, ccl-perf with -z 1 (every call blocks, as
+#                MPI's do; the plain ccl column queues the calls of a row on
+#                a ccl stream, nccl-tests' default). Default 1 with -C, else 0
 #   RUN_TIMEOUT  seconds before one benchmark run is killed (default 600)
 
 set -u -o pipefail
@@ -171,7 +174,9 @@ else
         done
     done
 fi
+BLOCKING=${BLOCKING:-$([ -n "$COLLS" ] && echo 1 || echo 0)}
 CONFIGS="ccl ompi ompih"
+if [ "$BLOCKING" = 1 ]; then CONFIGS="ccl cclb ompi ompih"; fi
 
 # The command line of one configuration, with {np} filled in.
 build_cmd() { # config np coll min:max:factor[:iters:warmup]
@@ -179,6 +184,7 @@ build_cmd() { # config np coll min:max:factor[:iters:warmup]
     IFS=: read -r b e f n w <<<"$4"
     case $cfg in
     ccl) launch=$CCL_LAUNCH ;;
+    cclb) launch="$CCL_LAUNCH -z 1" ;;
     ompi) launch="$MPIRUN_BASE $MPI_BENCH" ;;
     ompih) launch="$MPIRUN_BASE -x GLIBC_TUNABLES=$HUGETLB $MPI_BENCH" ;;
     esac
@@ -280,6 +286,10 @@ report() {
     echo "Time per call: $(awk -v a="$AVERAGE" 'BEGIN { split("rank 0|mean|min|max", n, "|"); print n[a + 1] }') over ranks (-a $AVERAGE)."
     echo "busbw in GB/s (nccl-tests convention), times in us, out-of-place. Ratios, from the times:"
     echo "busbw ccl / best ompi (above 1: ccl faster), time ccl / best ompi (below 1: ccl faster)."
+    if [ "$BLOCKING" = 1 ]; then
+        echo "ccl = ccl-perf's default (-z 0: a row's calls are queued on a ccl stream, then synchronized);"
+        echo "ccl -z 1 = every call blocks (NULL stream), as each MPI call does."
+    fi
     echo
     echo "Commands:"
     echo
@@ -288,7 +298,7 @@ report() {
     cat "$CMDS"
     echo '```'
     echo
-    awk -v R="$R" '
+    awk -v R="$R" -v B="$([ "$BLOCKING" = 1 ] && echo 1 || echo 0)" '
         function median(list,    v, n, i, j, t) {
             n = split(list, v, " ")
             for (i = 2; i <= n; i++) {          # insertion sort: mawk has no asort
@@ -370,7 +380,22 @@ report() {
                 if (R > 1 && sec in spread)
                     printf "Run-to-run spread: at most %.2fx between the slowest and fastest of %d runs (%s).\n\n",
                         spread[sec], R, spread_at[sec]
-                if (skind[s] == "sweep") {
+                if (skind[s] == "sweep" && B) {
+                    # busbw ratios only: for one size the time ratio is the inverse.
+                    print "| size | ccl busbw | ccl -z 1 busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl -z 1 / best ompi | ccl us | ccl -z 1 us | ompi us | ompi+huge us |"
+                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                    for (i = 1; i <= n; i++) {
+                        z = sz[i]
+                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
+                            cell(sec, "ccl", z, "bw"), cell(sec, "cclb", z, "bw"),
+                            cell(sec, "ompi", z, "bw"), cell(sec, "ompih", z, "bw"),
+                            ratio(best_t(sec, z), med[sec, "ccl", z, "t"]),
+                            ratio(best_t(sec, z), med[sec, "cclb", z, "t"]),
+                            cell(sec, "ccl", z, "t"), cell(sec, "cclb", z, "t"),
+                            cell(sec, "ompi", z, "t"), cell(sec, "ompih", z, "t")
+                    }
+                    print ""
+                } else if (skind[s] == "sweep") {
                     print "| size | ccl busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl us | ompi us | ompi+huge us | time ccl / best ompi |"
                     print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
                     for (i = 1; i <= n; i++) {
