@@ -146,9 +146,9 @@ for v in "${variants[@]}"; do
         run_variant "$v" "$t"
     done
     # On ccl_mem_alloc buffers (fresh, first-touched memory every case) only
-    # the counts that reach the 1 KiB single-copy threshold.
+    # the counts that reach the 1 KiB single-copy threshold, on 3 ranks.
     if [[ "$v" == *CCL_TEST_CCL_MEM=1* ]]; then
-        run_variant "CCL_TEST_COUNTS=1021 $v" test_colls 3 4
+        run_variant "CCL_TEST_COUNTS=1021 $v" test_colls 3
     else
         run_variant "$v" test_colls 3 4
     fi
