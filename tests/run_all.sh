@@ -153,9 +153,9 @@ for v in "${variants[@]}"; do
         run_variant "$v" test_colls 3 4
     fi
 done
-# Algorithms that only allreduce has.
+# Algorithms that only allreduce has (rank counts around powers of two).
 for v in "CCL_ALGO=tree" "CCL_ALGO=rd"; do
-    run_variant "$v" test_allreduce
+    run_variant "$v" test_allreduce 3 4 5 8
 done
 for t in test_allreduce test_colls; do
     run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
