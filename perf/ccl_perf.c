@@ -58,11 +58,10 @@ static unsigned long long mem_available(void)
  * otherwise 0 and a message with the numbers in msg. */
 static int memory_fits(const struct perf_args *a, int nranks, int local, char *msg, size_t len)
 {
-    size_t send, recv;
-    perf_buffer_bytes(a, nranks, &send, &recv);
+    size_t each = perf_buffer_bytes(a, nranks);
     unsigned long long avail = mem_available();
     unsigned long long usable = avail / 100 * USABLE_PERCENT;
-    unsigned long long buffers = (unsigned long long)send + recv;
+    unsigned long long buffers = 2ull * each;
     unsigned long long extra = local * RANK_OVERHEAD_BYTES + HEADROOM_BYTES;
     unsigned long long need = local * buffers + extra;
     if (!avail || need <= usable)
@@ -129,12 +128,10 @@ static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 static void alloc_buffers(struct perf_ctx *x)
 {
-    size_t send, recv;
-    perf_buffer_bytes(x->a, x->nranks, &send, &recv);
+    size_t bytes = perf_buffer_bytes(x->a, x->nranks);
     /* Room for the count-1 support probe (ccl_perf_bench.c) at any -e. */
     size_t floor_bytes = 4096 + (size_t)x->nranks * 8;
-    x->send_cap = round_up(send > floor_bytes ? send : floor_bytes, 4096);
-    x->recv_cap = round_up(recv > floor_bytes ? recv : floor_bytes, 4096);
+    x->send_cap = x->recv_cap = round_up(bytes > floor_bytes ? bytes : floor_bytes, 4096);
     ccl_result_t res = ccl_mem_alloc(&x->send, x->send_cap);
     if (res == CCL_SUCCESS)
         res = ccl_mem_alloc(&x->recv, x->recv_cap);

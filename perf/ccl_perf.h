@@ -16,8 +16,6 @@
 
 #include "ccl.h"
 
-#define PERF_ALL (-1) /* -d all / -o all */
-
 /* ---- dtypes (ccl_perf_data.c) ------------------------------------------- */
 
 enum perf_kind { PERF_SINT, PERF_UINT, PERF_FLOAT, PERF_MINIFLOAT };
@@ -39,13 +37,22 @@ extern const int perf_num_dtypes;
 const struct perf_dtype *perf_dtype_by_name(const char *name);
 const struct perf_dtype *perf_dtype_by_id(ccl_datatype_t id);
 
+/* Operations of -o: ccl's built-in ones, then premulsum, which is not a
+ * ccl_redop_t value but an operator created on each comm for each dtype. */
+enum { PERF_OP_PREMULSUM = CCL_NUM_OPS, PERF_NUM_OPS };
+extern const char *const perf_op_names[PERF_NUM_OPS]; /* as nccl-tests prints them */
+
+/* The premulsum scalar of a rank: 1 or 2, so products stay small integers
+ * and ranks differ. */
+int perf_premul_scalar(int rank);
+
 /* What the inputs of one checked call are; every rank can rebuild any
  * rank's input from it, which is how results are checked without an
- * exchange. */
+ * exchange. Input element i of rank r depends only on (seed, r, i). */
 struct perf_data {
     const struct perf_dtype *dt;
-    ccl_redop_t op;
-    int reduce; /* 0: data is moved, not combined (allgather) */
+    int op;     /* perf op index (ccl_redop_t value or PERF_OP_PREMULSUM) */
+    int reduce; /* 0: data is moved, not combined (allgather, broadcast...) */
     int nranks;
     uint32_t seed;
     int64_t maxval;  /* inputs lie in 0..maxval */
@@ -53,14 +60,21 @@ struct perf_data {
     int twos_ranks;  /* prod: ranks that may contribute a 2 instead of 1 */
 };
 
-void perf_data_plan(struct perf_data *d, const struct perf_dtype *dt, ccl_redop_t op,
-                    int reduce, int nranks, uint32_t seed);
-void perf_data_fill(const struct perf_data *d, void *buf, size_t count, int rank);
+void perf_data_plan(struct perf_data *d, const struct perf_dtype *dt, int op, int reduce,
+                    int nranks, uint32_t seed);
+/* buf[i] = input element first+i of `rank`, for i < count. */
+void perf_data_fill(const struct perf_data *d, void *buf, size_t count, int rank, size_t first);
 void perf_data_poison(void *buf, size_t bytes);
-/* Number of elements of buf that differ from the expected result. */
-int64_t perf_data_check_reduce(const struct perf_data *d, const void *buf, size_t count);
-int64_t perf_data_check_gather(const struct perf_data *d, const void *buf,
-                               size_t count_per_rank);
+/* Writes the integer v as one element of dtype t (exact for the values the
+ * inputs and scalars use). */
+void perf_data_encode(const struct perf_dtype *t, void *buf, int64_t v);
+/* Number of elements of buf that differ from the expected result: element
+ * i is the reduction over ranks of input element first+i ... */
+int64_t perf_data_check_reduce(const struct perf_data *d, const void *buf, size_t count,
+                               size_t first);
+/* ... or input element first+i of rank src. */
+int64_t perf_data_check_copy(const struct perf_data *d, const void *buf, size_t count, int src,
+                             size_t first);
 
 /* ---- collectives (ccl_perf_coll.c) ---------------------------------------- */
 
@@ -76,42 +90,50 @@ struct perf_ctx;
 
 struct perf_coll {
     const char *name;
-    int reduces;  /* takes a reduction op (-o) */
-    int rooted;   /* takes a root (-r); rootless ones print root -1 */
+    int reduces;    /* takes a reduction op (-o) */
+    int rooted;     /* takes a root (-r); rootless ones print root -1 */
+    int no_inplace; /* no in-place form (alltoall, sendrecv): those cells print N/A */
     void (*counts)(size_t count, int nranks, struct perf_counts *c);
     double (*bus_factor)(int nranks); /* busbw = algbw * factor */
-    ccl_result_t (*run)(const void *send, void *recv, size_t count, ccl_datatype_t dt,
-                        ccl_redop_t op, int root, ccl_comm_t comm, ccl_stream_t stream);
+    /* One call with x's comm, stream, dtype and root. */
+    ccl_result_t (*run)(const struct perf_ctx *x, const void *send, void *recv, size_t count,
+                        ccl_redop_t op);
     const char *run_name; /* the ccl call, for error messages */
-    /* Fills inputs (and poisons outputs) for a checked call, then checks. */
+    /* Fills inputs (and poisons outputs) for a checked call, then checks;
+     * both see the buffers of the call through perf_call_buffers. */
     void (*fill)(struct perf_ctx *x, const struct perf_data *d, int in_place);
     int64_t (*check)(struct perf_ctx *x, const struct perf_data *d, int in_place);
 };
 
-/* NULL when unknown or not in this ccl; then *why says which it is. */
-const struct perf_coll *perf_coll_by_name(const char *name, const char **why);
-/* "allreduce allgather": for messages and --help. */
+extern const struct perf_coll perf_colls[]; /* -C all order */
+extern const int perf_num_colls;
+/* NULL when unknown. */
+const struct perf_coll *perf_coll_by_name(const char *name);
+/* The names -C takes, laid out for --help. */
 const char *perf_coll_supported(void);
 
 /* ---- options (ccl_perf_args.c) ------------------------------------------ */
 
+#define PERF_ALL_ROOTS (-1) /* -r -1: every rank in turn, as nccl-tests */
+
 struct perf_args {
     size_t min_bytes, max_bytes, step_bytes, step_factor;
     int iters, warmup, check, blocking, root, average;
-    int dtype; /* index into perf_dtypes, or PERF_ALL */
-    int op;    /* ccl_redop_t, or PERF_ALL */
-    const struct perf_coll *coll;
+    /* -d, -o, -C: bit i selects perf_dtypes[i], op i, perf_colls[i]; the
+     * *_all flags say the list was "all", whose unsupported members are
+     * skipped rather than fatal. */
+    uint32_t dtypes, ops, colls;
+    int dtypes_all, ops_all;
     int np; /* --np, 0 when not given */
     int bind; /* forked ranks pinned to one CPU each (--bind core, default) */
 };
 
-extern const char *const perf_op_names[CCL_NUM_OPS];
-
 /* 0 with *done = 0: run. 0 with *done = 1: --help or --help-env was printed.
  * Non-zero: a usage error, already reported; it is the exit status. */
 int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done);
-/* Buffer bytes one rank needs at -e (out-of-place and in-place share them). */
-void perf_buffer_bytes(const struct perf_args *a, int nranks, size_t *send, size_t *recv);
+/* Bytes of each of the two buffers one rank needs at -e for every selected
+ * collective (in place, one buffer holds both sides, so both get the larger). */
+size_t perf_buffer_bytes(const struct perf_args *a, int nranks);
 
 /* ---- the benchmark (ccl_perf_bench.c) ------------------------------------ */
 
@@ -132,15 +154,23 @@ struct perf_ctx {
     ccl_stream_t stream; /* NULL with -z 1 */
     void *send, *recv;
     size_t send_cap, recv_cap;
-    const struct perf_dtype *dt; /* of the current row */
-    struct perf_counts cur;      /* of the current row */
-    uint32_t seed;               /* advances identically on every rank */
+    const struct perf_coll *coll; /* of the current table */
+    const struct perf_dtype *dt;  /* of the current row */
+    int root;                     /* of the current row (0 when not rooted) */
+    int op_index;                 /* of the current row: perf op index ... */
+    ccl_redop_t op;               /* ... and the operator the calls get */
+    struct perf_counts cur;       /* of the current row */
+    uint32_t seed;                /* advances identically on every rank */
     double bw_sum;
     int bw_count, errors;
 };
 
-/* Runs every requested dtype/op/size and prints the table on rank 0.
- * Returns the process exit status. */
+/* The send and recv pointers of call `iter` of the current row: the slice
+ * of the buffers it rotates to, and NCCL's in-place layout when in_place. */
+void perf_call_buffers(const struct perf_ctx *x, int in_place, int iter, char **send,
+                       char **recv);
+/* Runs every requested collective, dtype, op and size and prints the tables
+ * on rank 0. Returns the process exit status. */
 int perf_bench(struct perf_ctx *x, const char *launch_desc,
                const struct perf_rank_info *ranks);
 /* Prints "ccl-perf: rank R: <call> failed: ..." and exits. */

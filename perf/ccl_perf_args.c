@@ -2,6 +2,7 @@
  * ccl_perf_args.c - ccl-perf's command line. Flags, defaults and meanings are
  * nccl-tests' (so scripts written for all_reduce_perf work), except -C, which
  * names the collective here since ccl-perf is one binary for all of them.
+ * -d, -o and -C also take comma-separated lists and "all".
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,7 +13,8 @@
 
 #include "ccl_perf.h"
 
-const char *const perf_op_names[CCL_NUM_OPS] = {"sum", "prod", "max", "min", "avg"};
+/* nccl-tests' spelling; premulsum is "mulsum" there, and in the table. */
+const char *const perf_op_names[PERF_NUM_OPS] = {"sum", "prod", "max", "min", "avg", "mulsum"};
 
 enum { OPT_NP = 256, OPT_HELP_ENV, OPT_BIND };
 
@@ -40,16 +42,20 @@ static void usage(FILE *f, const char *prog)
             "  -n,--iters <n>             timed iterations per row (default 20)\n"
             "  -w,--warmup_iters <n>      warmup iterations (default 5)\n"
             "  -c,--check <n>             checked calls per row, 0 disables checking (default 1)\n"
-            "  -d,--datatype <type|all>   int8 uint8 int32 uint32 int64 uint64 half bfloat16\n"
+            "  -d,--datatype <types|all>  int8 uint8 int32 uint32 int64 uint64 half bfloat16\n"
             "                             float double f8e4m3 f8e5m2 (default float; also float16\n"
-            "                             bf16 float32 float64 e4m3 e5m2); with 'all', types this\n"
-            "                             ccl does not support are skipped\n"
-            "  -o,--op <op|all>           sum prod max min avg (default sum)\n"
-            "  -r,--root <rank>           root of rooted collectives (default 0)\n"
+            "                             bf16 float32 float64 e4m3 e5m2), comma-separated; with\n"
+            "                             'all', types this ccl does not support are skipped\n"
+            "  -o,--op <ops|all>          sum prod max min avg premulsum (or mulsum), comma-\n"
+            "                             separated (default sum); premulsum: rank r multiplies\n"
+            "                             its input by 1 + r%%2, then sum\n"
+            "  -r,--root <rank|-1>        root of rooted collectives; -1: every rank in turn\n"
+            "                             (default 0)\n"
             "  -z,--blocking <0|1>        1: each call blocks (NULL stream); 0: all iterations are\n"
             "                             queued on a ccl host stream, then synchronized (default 0)\n"
             "  -a,--average <0|1|2|3>     time reported: 0 rank 0, 1 average, 2 min, 3 max (default 1)\n"
-            "  -C,--collective <name>     %s (default allreduce)\n"
+            "  -C,--collective <names|all>  collectives, comma-separated, run one after another\n"
+            "                             (default allreduce): %s\n"
             "  --np <n>                   number of local ranks to fork (default 2); without --np,\n"
             "                             a launcher's OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE,\n"
             "                             SLURM_PROCID/NTASKS or RANK/WORLD_SIZE make this process\n"
@@ -109,47 +115,57 @@ static int parse_int(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
-static int parse_dtype(const char *s, int *out)
+/* A comma-separated list of names, or "all"; bit i of *mask is entry i as
+ * lookup(name) numbers them (-1: unknown). */
+static int parse_list(const char *s, int (*lookup)(const char *), int n, uint32_t *mask, int *all)
 {
-    if (strcmp(s, "all") == 0) {
-        *out = PERF_ALL;
+    char word[64];
+    *mask = 0;
+    *all = strcmp(s, "all") == 0;
+    if (*all) {
+        *mask = n >= 32 ? ~0u : (1u << n) - 1;
         return 0;
     }
-    const struct perf_dtype *t = perf_dtype_by_name(s);
-    if (!t)
-        return -1;
-    *out = (int)(t - perf_dtypes);
-    return 0;
+    for (const char *p = s;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof(word))
+            return -1;
+        memcpy(word, p, len);
+        word[len] = '\0';
+        int i = lookup(word);
+        if (i < 0)
+            return -1;
+        *mask |= 1u << i;
+        p += len;
+        if (!*p)
+            return 0;
+    }
 }
 
-static int parse_op(const char *s, int *out)
+static int dtype_index(const char *s)
 {
-    if (strcmp(s, "all") == 0) {
-        *out = PERF_ALL;
-        return 0;
-    }
-    for (int i = 0; i < CCL_NUM_OPS; i++)
-        if (strcmp(s, perf_op_names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
+    const struct perf_dtype *t = perf_dtype_by_name(s);
+    return t ? (int)(t - perf_dtypes) : -1;
+}
+
+static int op_index(const char *s)
+{
+    if (strcmp(s, "premulsum") == 0)
+        return PERF_OP_PREMULSUM;
+    for (int i = 0; i < PERF_NUM_OPS; i++)
+        if (strcmp(s, perf_op_names[i]) == 0)
+            return i;
     return -1;
 }
 
-static int parse_coll(const char *s, struct perf_args *a)
+static int coll_index(const char *s)
 {
-    const char *why = "";
-    a->coll = perf_coll_by_name(s, &why);
-    if (!a->coll) {
-        fprintf(stderr, "ccl-perf: -C %s: %s; supported: %s\n", s, why, perf_coll_supported());
-        return -1;
-    }
-    return 0;
+    const struct perf_coll *c = perf_coll_by_name(s);
+    return c ? (int)(c - perf_colls) : -1;
 }
 
 static void set_defaults(struct perf_args *a)
 {
-    const char *why;
     memset(a, 0, sizeof(*a));
     a->min_bytes = a->max_bytes = 32u << 20;
     a->step_bytes = 1u << 20;
@@ -159,9 +175,9 @@ static void set_defaults(struct perf_args *a)
     a->warmup = 5;
     a->check = 1;
     a->average = 1;
-    a->dtype = (int)(perf_dtype_by_id(CCL_FLOAT32) - perf_dtypes);
-    a->op = CCL_SUM;
-    a->coll = perf_coll_by_name("allreduce", &why);
+    a->dtypes = 1u << dtype_index("float");
+    a->ops = 1u << CCL_SUM;
+    a->colls = 1u << coll_index("allreduce");
 }
 
 /* The values option `c` accepts, for the message about a bad one. */
@@ -169,8 +185,12 @@ static const char *valid_values(int c)
 {
     switch (c) {
     case 'd': return "use int8 uint8 int32 uint32 int64 uint64 half float double bfloat16 "
-                     "f8e4m3 f8e5m2 or all";
-    case 'o': return "use sum prod max min avg or all";
+                     "f8e4m3 f8e5m2, a comma-separated list of them, or all";
+    case 'o': return "use sum prod max min avg premulsum (mulsum), a comma-separated list of "
+                     "them, or all";
+    case 'C': return "use allreduce allgather reduce_scatter broadcast reduce alltoall gather "
+                     "scatter sendrecv, a comma-separated list of them, or all";
+    case 'r': return "use a rank, or -1 for every rank in turn";
     case 'b': case 'e': case 'i': return "use bytes with an optional K, M or G suffix";
     case 'z': return "use 0 or 1";
     case 'a': return "use 0 (rank 0), 1 (avg), 2 (min) or 3 (max)";
@@ -191,12 +211,12 @@ static int apply_opt(int c, const char *v, struct perf_args *a)
     case 'n': rc = parse_int(v, 1, 1 << 30, &a->iters); break;
     case 'w': rc = parse_int(v, 0, 1 << 30, &a->warmup); break;
     case 'c': rc = parse_int(v, 0, 1 << 20, &a->check); break;
-    case 'd': rc = parse_dtype(v, &a->dtype); break;
-    case 'o': rc = parse_op(v, &a->op); break;
+    case 'd': rc = parse_list(v, dtype_index, perf_num_dtypes, &a->dtypes, &a->dtypes_all); break;
+    case 'o': rc = parse_list(v, op_index, PERF_NUM_OPS, &a->ops, &a->ops_all); break;
+    case 'C': rc = parse_list(v, coll_index, perf_num_colls, &a->colls, &sf); break;
     case 'z': rc = parse_int(v, 0, 1, &a->blocking); break;
-    case 'r': rc = parse_int(v, 0, 1 << 30, &a->root); break;
+    case 'r': rc = parse_int(v, PERF_ALL_ROOTS, 1 << 30, &a->root); break;
     case 'a': rc = parse_int(v, 0, 3, &a->average); break;
-    case 'C': return parse_coll(v, a);
     case OPT_NP: rc = parse_int(v, 1, 4096, &a->np); break;
     case OPT_BIND:
         if (strcmp(v, "core") && strcmp(v, "none")) {
@@ -259,11 +279,19 @@ int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done)
     return validate(a) ? 1 : 0;
 }
 
-void perf_buffer_bytes(const struct perf_args *a, int nranks, size_t *send, size_t *recv)
+size_t perf_buffer_bytes(const struct perf_args *a, int nranks)
 {
     /* Counts of 1-byte elements bound those of every wider type. */
-    struct perf_counts c;
-    a->coll->counts(a->max_bytes, nranks, &c);
-    *send = c.send;
-    *recv = c.recv;
+    size_t bytes = 0;
+    for (int i = 0; i < perf_num_colls; i++) {
+        struct perf_counts c;
+        if (!(a->colls & 1u << i))
+            continue;
+        perf_colls[i].counts(a->max_bytes, nranks, &c);
+        if (c.send > bytes)
+            bytes = c.send;
+        if (c.recv > bytes)
+            bytes = c.recv;
+    }
+    return bytes;
 }

@@ -40,7 +40,7 @@ static int64_t now_ns(void)
 
 static void setup_size(struct perf_ctx *x, size_t bytes)
 {
-    x->a->coll->counts(bytes / x->dt->size, x->nranks, &x->cur);
+    x->coll->counts(bytes / x->dt->size, x->nranks, &x->cur);
 }
 
 /* The size column and the numerator of algbw (nccl-tests: the larger of the
@@ -52,34 +52,30 @@ static size_t row_bytes(const struct perf_ctx *x)
 }
 
 /* Like nccl-tests, each iteration uses the next slice of the buffers, so
- * small sizes do not always hit the same cache lines. */
-static size_t rotation(const struct perf_ctx *x, int iter, size_t sbytes, size_t rbytes)
+ * small sizes do not always hit the same cache lines. A slice is as large as
+ * the larger side: in place, both sides live in the receive buffer. */
+void perf_call_buffers(const struct perf_ctx *x, int in_place, int iter, char **send,
+                       char **recv)
 {
-    size_t steps = SIZE_MAX;
-    if (sbytes && x->send_cap / sbytes < steps)
-        steps = x->send_cap / sbytes;
-    if (rbytes && x->recv_cap / rbytes < steps)
-        steps = x->recv_cap / rbytes;
-    if (steps == 0 || steps == SIZE_MAX)
-        steps = 1;
-    return (size_t)iter % steps;
+    size_t elt = x->dt->size, span = row_bytes(x);
+    size_t cap = x->send_cap < x->recv_cap ? x->send_cap : x->recv_cap;
+    size_t steps = span ? cap / span : 1;
+    size_t k = steps ? (size_t)iter % steps : 0;
+    *recv = (char *)x->recv + k * span;
+    *send = (char *)x->send + k * span;
+    if (in_place) {
+        *send = *recv + (size_t)x->rank * x->cur.send_inplace * elt;
+        *recv += (size_t)x->rank * x->cur.recv_inplace * elt;
+    }
 }
 
-static void start_coll(struct perf_ctx *x, ccl_redop_t op, int in_place, int iter)
+static void start_coll(struct perf_ctx *x, int in_place, int iter)
 {
-    size_t elt = x->dt->size, sbytes = x->cur.send * elt, rbytes = x->cur.recv * elt;
-    size_t k = rotation(x, iter, sbytes, rbytes);
-    char *recv = (char *)x->recv + k * rbytes;
-    const char *send = (const char *)x->send + k * sbytes;
-    if (in_place) {
-        send = recv + (size_t)x->rank * x->cur.send_inplace * elt;
-        recv += (size_t)x->rank * x->cur.recv_inplace * elt;
-    }
-    const struct perf_coll *c = x->a->coll;
-    ccl_result_t res =
-        c->run(send, recv, x->cur.param, x->dt->id, op, x->a->root, x->comm, x->stream);
+    char *send, *recv;
+    perf_call_buffers(x, in_place, iter, &send, &recv);
+    ccl_result_t res = x->coll->run(x, send, recv, x->cur.param, x->op);
     if (res != CCL_SUCCESS)
-        perf_die(x, c->run_name, res);
+        perf_die(x, x->coll->run_name, res);
 }
 
 /* With -z 0 calls were only queued; this is where they finish (or fail). */
@@ -95,10 +91,10 @@ static void complete(struct perf_ctx *x)
 /* nccl-tests' -z 1 also barriers after each call; here a barrier would be one
  * more ccl collective inside the timed loop, so -z 1 only makes calls block
  * (NULL stream) and -z 0 queues them all before one synchronize. */
-static void run_iters(struct perf_ctx *x, ccl_redop_t op, int in_place, int n)
+static void run_iters(struct perf_ctx *x, int in_place, int n)
 {
     for (int i = 0; i < n; i++)
-        start_coll(x, op, in_place, i);
+        start_coll(x, in_place, i);
     complete(x);
 }
 
@@ -118,7 +114,7 @@ static void print_header(struct perf_ctx *x, const char *desc,
     const struct perf_args *a = x->a;
     int v = 0;
     ccl_get_version(&v);
-    PRINT("# ccl-perf: %s, %s, host memory, ccl %d.%d.%d\n", a->coll->name, desc, v / 10000,
+    PRINT("# ccl-perf: %s, %s, host memory, ccl %d.%d.%d\n", x->coll->name, desc, v / 10000,
           v / 100 % 100, v % 100);
     PRINT("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
           a->min_bytes, a->max_bytes, a->step_factor > 1 ? a->step_factor : a->step_bytes,
@@ -138,11 +134,11 @@ static void print_header(struct perf_ctx *x, const char *desc,
           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
-static void print_row_head(struct perf_ctx *x, ccl_redop_t op)
+static void print_row_head(struct perf_ctx *x)
 {
-    const struct perf_coll *c = x->a->coll;
+    const struct perf_coll *c = x->coll;
     PRINT("%12zu  %12zu  %8s  %6s  %6d", row_bytes(x), x->cur.param, x->dt->name,
-          c->reduces ? perf_op_names[op] : "none", c->rooted ? x->a->root : -1);
+          c->reduces ? perf_op_names[x->op_index] : "none", c->rooted ? x->root : -1);
 }
 
 static void print_result(struct perf_ctx *x, double sec, double algbw, double busbw,
@@ -164,10 +160,16 @@ static void print_result(struct perf_ctx *x, double sec, double algbw, double bu
     PRINT("  %7s  %6.2f  %6.2f  %5s", time_s, algbw, busbw, wrong_s);
 }
 
-static void print_footer(struct perf_ctx *x)
+/* A placement the collective does not have (alltoall in place). */
+static void print_not_applicable(struct perf_ctx *x)
+{
+    PRINT("  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+}
+
+static void print_footer(struct perf_ctx *x, int errors)
 {
     double avg = x->bw_count ? x->bw_sum / x->bw_count : 0.0;
-    PRINT("# Out of bounds values : %d %s\n", x->errors, x->errors ? "FAILED" : "OK");
+    PRINT("# Out of bounds values : %d %s\n", errors, errors ? "FAILED" : "OK");
     PRINT("# Avg bus bandwidth    : %g \n", avg);
     PRINT("#\n");
     if (x->rank == 0)
@@ -189,22 +191,22 @@ static double reduce_seconds(struct perf_ctx *x, int64_t ns)
     return total / 1e9 / x->a->iters;
 }
 
-static void plan_data(struct perf_ctx *x, struct perf_data *d, ccl_redop_t op)
+static void plan_data(struct perf_ctx *x, struct perf_data *d)
 {
-    perf_data_plan(d, x->dt, op, x->a->coll->reduces, x->nranks, x->seed);
+    perf_data_plan(d, x->dt, x->op_index, x->coll->reduces, x->nranks, x->seed);
 }
 
 /* Wrong elements over all ranks, or -1 with -c 0. */
-static int64_t check_calls(struct perf_ctx *x, ccl_redop_t op, int in_place)
+static int64_t check_calls(struct perf_ctx *x, int in_place)
 {
-    const struct perf_coll *c = x->a->coll;
+    const struct perf_coll *c = x->coll;
     int64_t wrong = -1;
     for (int i = 0; i < x->a->check; i++) {
         struct perf_data d;
         x->seed++; /* fresh values, so a stale result cannot pass */
-        plan_data(x, &d, op);
+        plan_data(x, &d);
         c->fill(x, &d, in_place);
-        start_coll(x, op, in_place, 0);
+        start_coll(x, in_place, 0);
         complete(x);
         wrong = perf_allreduce_i64(x, c->check(x, &d, in_place), CCL_SUM);
         if (wrong)
@@ -213,24 +215,30 @@ static int64_t check_calls(struct perf_ctx *x, ccl_redop_t op, int in_place)
     return wrong;
 }
 
-static void bench_time(struct perf_ctx *x, ccl_redop_t op, int in_place)
+static void bench_time(struct perf_ctx *x, int in_place)
 {
-    const struct perf_coll *c = x->a->coll;
+    const struct perf_coll *c = x->coll;
+    if (in_place && c->no_inplace) {
+        print_not_applicable(x);
+        return;
+    }
+    /* Valid inputs for the timed calls too: reductions over the poison or
+     * leftovers could hit slow paths (NaN, denormals) and skew the time. */
     if (x->a->check) {
         struct perf_data d;
-        plan_data(x, &d, op);
+        plan_data(x, &d);
         c->fill(x, &d, in_place);
     }
-    run_iters(x, op, in_place, 1);
+    run_iters(x, in_place, 1);
     barrier(x);
 
     int64_t t0 = now_ns();
-    run_iters(x, op, in_place, x->a->iters);
+    run_iters(x, in_place, x->a->iters);
     double sec = reduce_seconds(x, now_ns() - t0);
 
     double algbw = (double)row_bytes(x) / 1e9 / sec;
     double busbw = algbw * c->bus_factor(x->nranks);
-    int64_t wrong = check_calls(x, op, in_place);
+    int64_t wrong = check_calls(x, in_place);
 
     print_result(x, sec, algbw, busbw, wrong);
     x->bw_sum += busbw;
@@ -242,26 +250,65 @@ static void bench_time(struct perf_ctx *x, ccl_redop_t op, int in_place)
 
 enum probe { PROBE_OK, PROBE_SKIP_OP, PROBE_SKIP_DTYPE };
 
-/* A count-1 call tells whether this ccl runs the dtype/op at all; every rank
- * gets the same answer since argument checks are local. Unsupported is fatal
- * unless the dtype or op came from "all". An unsupported first op of a dtype
- * (other than an invalid op) is taken to mean the dtype, so it gets one note
- * rather than one per op. */
-static enum probe probe(struct perf_ctx *x, ccl_redop_t op, int skippable, int first_op)
+static int unsupported(ccl_result_t res)
 {
-    const struct perf_coll *c = x->a->coll;
-    ccl_result_t res = c->run(x->send, x->recv, 1, x->dt->id, op, x->a->root, x->comm, NULL);
-    if (res == CCL_SUCCESS)
-        return PROBE_OK;
-    int unsupported = res == CCL_ERR_UNSUPPORTED || res == CCL_ERR_INVALID_DTYPE ||
-                      res == CCL_ERR_INVALID_OP;
-    if (!unsupported || !skippable)
-        perf_die(x, c->run_name, res);
-    int whole = !c->reduces || (first_op && res != CCL_ERR_INVALID_OP);
+    return res == CCL_ERR_UNSUPPORTED || res == CCL_ERR_INVALID_DTYPE ||
+           res == CCL_ERR_INVALID_OP;
+}
+
+/* Unsupported is fatal unless the dtype or op came from "all". An
+ * unsupported first op of a dtype (other than an invalid op) is taken to
+ * mean the dtype, so it gets one note rather than one per op. */
+static enum probe skip_or_die(struct perf_ctx *x, const char *call, ccl_result_t res,
+                              int skippable, int first_op)
+{
+    if (!unsupported(res) || !skippable)
+        perf_die(x, call, res);
+    int whole = !x->coll->reduces || (first_op && res != CCL_ERR_INVALID_OP);
     PRINT("# skipping %s%s%s: %s: %s\n", x->dt->name, whole ? "" : " ",
-          whole ? "" : perf_op_names[op], ccl_get_error_string(res),
+          whole ? "" : perf_op_names[x->op_index], ccl_get_error_string(res),
           ccl_get_last_error(x->comm));
     return whole ? PROBE_SKIP_DTYPE : PROBE_SKIP_OP;
+}
+
+/* A count-1 call tells whether this ccl runs the dtype/op at all; every rank
+ * gets the same answer since argument checks are local. It blocks (NULL
+ * stream), so a refusal shows here rather than at a later synchronize. */
+static enum probe probe(struct perf_ctx *x, int skippable, int first_op)
+{
+    ccl_stream_t stream = x->stream;
+    x->stream = NULL;
+    ccl_result_t res = x->coll->run(x, x->send, x->recv, 1, x->op);
+    x->stream = stream;
+    if (res == CCL_SUCCESS)
+        return PROBE_OK;
+    return skip_or_die(x, x->coll->run_name, res, skippable, first_op);
+}
+
+/* Sets x->op for x->op_index: a built-in op, or this rank's premulsum
+ * operator for the current dtype (released by release_op). */
+static enum probe make_op(struct perf_ctx *x, int skippable, int first_op)
+{
+    if (x->op_index != PERF_OP_PREMULSUM || !x->coll->reduces) {
+        x->op = x->coll->reduces ? (ccl_redop_t)x->op_index : CCL_SUM;
+        return PROBE_OK;
+    }
+    unsigned char scalar[8];
+    perf_data_encode(x->dt, scalar, perf_premul_scalar(x->rank));
+    ccl_result_t res = ccl_redop_create_premulsum(&x->op, scalar, x->dt->id,
+                                                  CCL_SCALAR_HOST_IMMEDIATE, x->comm);
+    if (res == CCL_SUCCESS)
+        return PROBE_OK;
+    return skip_or_die(x, "ccl_redop_create_premulsum", res, skippable, first_op);
+}
+
+static void release_op(struct perf_ctx *x)
+{
+    if (x->op_index != PERF_OP_PREMULSUM || !x->coll->reduces)
+        return;
+    ccl_result_t res = ccl_redop_destroy(x->op, x->comm);
+    if (res != CCL_SUCCESS)
+        perf_die(x, "ccl_redop_destroy", res);
 }
 
 static size_t next_size(const struct perf_args *a, size_t size)
@@ -272,20 +319,20 @@ static size_t next_size(const struct perf_args *a, size_t size)
 }
 
 /* Warmup, then one row per size (nccl-tests' TimeTest). */
-static void time_test(struct perf_ctx *x, ccl_redop_t op)
+static void time_test(struct perf_ctx *x)
 {
     const struct perf_args *a = x->a;
     barrier(x);
     setup_size(x, a->max_bytes);
-    run_iters(x, op, 0, a->warmup);
+    run_iters(x, 0, a->warmup);
     setup_size(x, a->min_bytes);
-    run_iters(x, op, 0, a->warmup);
+    run_iters(x, 0, a->warmup);
 
     for (size_t size = a->min_bytes; size <= a->max_bytes;) {
         setup_size(x, size);
-        print_row_head(x, op);
-        bench_time(x, op, 0);
-        bench_time(x, op, 1);
+        print_row_head(x);
+        bench_time(x, 0);
+        bench_time(x, 1);
         PRINT("\n");
         size_t next = next_size(a, size);
         if (next <= size)
@@ -294,42 +341,77 @@ static void time_test(struct perf_ctx *x, ccl_redop_t op)
     }
 }
 
-/* Every requested op of one dtype; returns how many ran. */
+/* Every requested op and root of one dtype; returns how many tables ran. */
 static int run_dtype(struct perf_ctx *x, const struct perf_dtype *dt)
 {
     const struct perf_args *a = x->a;
-    int skippable = a->dtype == PERF_ALL || a->op == PERF_ALL, tried = 0, ran = 0;
+    const struct perf_coll *c = x->coll;
+    int skippable = a->dtypes_all || a->ops_all, tried = 0, ran = 0;
+    int all_roots = c->rooted && a->root == PERF_ALL_ROOTS;
     x->dt = dt;
-    for (int op = 0; op < CCL_NUM_OPS; op++) {
-        int wanted = a->coll->reduces ? a->op == PERF_ALL || a->op == op : op == CCL_SUM;
+    for (int op = 0; op < PERF_NUM_OPS; op++) {
+        int wanted = c->reduces ? (a->ops >> op) & 1 : op == CCL_SUM;
         if (!wanted)
             continue;
-        enum probe p = probe(x, (ccl_redop_t)op, skippable, !tried++);
+        x->op_index = op;
+        int first_root = all_roots || !c->rooted ? 0 : a->root;
+        int end_root = all_roots ? x->nranks : first_root + 1;
+        x->root = first_root;
+        int first_op = !tried++;
+        enum probe p = make_op(x, skippable, first_op);
+        if (p == PROBE_OK) {
+            p = probe(x, skippable, first_op);
+            if (p == PROBE_OK) {
+                for (x->root = first_root; x->root < end_root; x->root++)
+                    time_test(x);
+                ran++;
+            }
+            release_op(x);
+        }
         if (p == PROBE_SKIP_DTYPE)
             break;
-        if (p == PROBE_OK) {
-            time_test(x, (ccl_redop_t)op);
-            ran++;
-        }
     }
+    return ran;
+}
+
+/* One nccl-tests table: every requested dtype, op, root and size of x->coll;
+ * returns how many (dtype, op) pairs ran. */
+static int run_coll(struct perf_ctx *x, const char *launch_desc,
+                    const struct perf_rank_info *ranks)
+{
+    const struct perf_args *a = x->a;
+    int ran = 0, errors = x->errors;
+    x->bw_sum = 0;
+    x->bw_count = 0;
+    print_header(x, launch_desc, ranks);
+    for (int t = 0; t < perf_num_dtypes; t++)
+        if ((a->dtypes >> t) & 1)
+            ran += run_dtype(x, &perf_dtypes[t]);
+    print_footer(x, x->errors - errors);
+    if (!ran && x->rank == 0)
+        fprintf(stderr, "ccl-perf: %s: nothing was run: this ccl supports none of the "
+                        "requested types/ops\n", x->coll->name);
     return ran;
 }
 
 int perf_bench(struct perf_ctx *x, const char *launch_desc, const struct perf_rank_info *ranks)
 {
     const struct perf_args *a = x->a;
-    int ran = 0;
+    int failed = 0;
+    /* Every rank sees the same counts, so all stop here together. */
+    for (int i = 0; i < perf_num_colls; i++)
+        if ((a->colls >> i) & 1 && perf_colls[i].rooted && a->root >= x->nranks) {
+            if (x->rank == 0)
+                fprintf(stderr, "ccl-perf: -r %d: %s needs a rank below %d (or -1 for all)\n",
+                        a->root, perf_colls[i].name, x->nranks);
+            return EXIT_FAILURE;
+        }
     x->seed = 99;
-    print_header(x, launch_desc, ranks);
-    for (int t = 0; t < perf_num_dtypes; t++)
-        if (a->dtype == PERF_ALL || a->dtype == t)
-            ran += run_dtype(x, &perf_dtypes[t]);
-    print_footer(x);
-    if (!ran) {
-        if (x->rank == 0)
-            fprintf(stderr, "ccl-perf: nothing was run: this ccl supports none of the "
-                            "requested types/ops\n");
-        return EXIT_FAILURE;
+    for (int i = 0; i < perf_num_colls; i++) {
+        if (!((a->colls >> i) & 1))
+            continue;
+        x->coll = &perf_colls[i];
+        failed |= !run_coll(x, launch_desc, ranks);
     }
-    return x->errors ? EXIT_FAILURE : EXIT_SUCCESS;
+    return failed || x->errors ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -8,6 +8,7 @@
  * count so that every partial sum or product stays an exactly representable
  * integer (fp8 holds integers exactly only up to 8 or 16). Only float avg is
  * compared with a tolerance, since implementations may pre-divide each input.
+ * The expected results are computed here on the host, never through ccl.
  */
 #include <math.h>
 #include <string.h>
@@ -136,6 +137,8 @@ static double load_float(const struct perf_dtype *t, const void *buf, size_t i)
     }
 }
 
+void perf_data_encode(const struct perf_dtype *t, void *buf, int64_t v) { store(t, buf, 0, v); }
+
 /* ---- input values ------------------------------------------------------- */
 
 /* A cheap avalanche hash (murmur3's finalizer), so neighbouring elements and
@@ -154,8 +157,10 @@ static uint32_t mix(uint32_t seed, int rank, size_t i)
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-void perf_data_plan(struct perf_data *d, const struct perf_dtype *dt, ccl_redop_t op,
-                    int reduce, int nranks, uint32_t seed)
+int perf_premul_scalar(int rank) { return 1 + rank % 2; }
+
+void perf_data_plan(struct perf_data *d, const struct perf_dtype *dt, int op, int reduce,
+                    int nranks, uint32_t seed)
 {
     int64_t exact = (int64_t)dt->exact;
     memset(d, 0, sizeof(*d));
@@ -168,12 +173,22 @@ void perf_data_plan(struct perf_data *d, const struct perf_dtype *dt, ccl_redop_
     d->twos_ranks = (int)min64(nranks, dt->prod_twos);
     /* Below 255 so an all-ones poison byte pattern is never a right answer. */
     d->maxval = min64(exact, 100);
-    if (reduce && (op == CCL_SUM || op == CCL_AVG)) {
-        /* Keep the total (hence every partial sum) within the exact range. */
-        d->maxval = min64(31, exact / nranks);
+    if (reduce && (op == CCL_SUM || op == CCL_AVG || op == PERF_OP_PREMULSUM)) {
+        /* Keep the total (hence every partial sum) within the exact range;
+         * premulsum terms are up to twice the input. */
+        int64_t weight = op == PERF_OP_PREMULSUM ? 2 : 1;
+        d->maxval = min64(31, exact / (weight * nranks));
         if (d->maxval < 1)
             d->maxval = 1;
-        d->value_ranks = (int)min64(nranks, exact / d->maxval);
+        int64_t total = 0;
+        d->value_ranks = 0;
+        while (d->value_ranks < nranks) {
+            int64_t w = op == PERF_OP_PREMULSUM ? perf_premul_scalar(d->value_ranks) : 1;
+            if (total + w * d->maxval > exact)
+                break;
+            total += w * d->maxval;
+            d->value_ranks++;
+        }
     }
 }
 
@@ -187,10 +202,10 @@ static int64_t input_value(const struct perf_data *d, int rank, size_t i)
     return (int64_t)(h % (uint32_t)(d->maxval + 1));
 }
 
-void perf_data_fill(const struct perf_data *d, void *buf, size_t count, int rank)
+void perf_data_fill(const struct perf_data *d, void *buf, size_t count, int rank, size_t first)
 {
     for (size_t i = 0; i < count; i++)
-        store(d->dt, buf, i, input_value(d, rank, i));
+        store(d->dt, buf, i, input_value(d, rank, first + i));
 }
 
 void perf_data_poison(void *buf, size_t bytes)
@@ -205,12 +220,15 @@ void perf_data_poison(void *buf, size_t bytes)
 static int64_t expected_reduce(const struct perf_data *d, size_t i)
 {
     int64_t acc = input_value(d, 0, i);
+    if (d->op == PERF_OP_PREMULSUM)
+        acc *= perf_premul_scalar(0);
     for (int r = 1; r < d->nranks; r++) {
         int64_t v = input_value(d, r, i);
         switch (d->op) {
         case CCL_PROD: acc *= v; break;
         case CCL_MAX: acc = v > acc ? v : acc; break;
         case CCL_MIN: acc = v < acc ? v : acc; break;
+        case PERF_OP_PREMULSUM: acc += perf_premul_scalar(r) * v; break;
         default: acc += v; break; /* sum, avg */
         }
     }
@@ -236,13 +254,14 @@ static int differs_avg_float(const struct perf_data *d, const void *buf, size_t 
     return !(fabs(got - want) <= tol); /* NaN counts as wrong */
 }
 
-int64_t perf_data_check_reduce(const struct perf_data *d, const void *buf, size_t count)
+int64_t perf_data_check_reduce(const struct perf_data *d, const void *buf, size_t count,
+                               size_t first)
 {
     int avg_float = d->op == CCL_AVG &&
                     (d->dt->kind == PERF_FLOAT || d->dt->kind == PERF_MINIFLOAT);
     int64_t wrong = 0;
     for (size_t i = 0; i < count; i++) {
-        int64_t want = expected_reduce(d, i);
+        int64_t want = expected_reduce(d, first + i);
         if (avg_float)
             wrong += differs_avg_float(d, buf, i, want);
         else
@@ -251,13 +270,11 @@ int64_t perf_data_check_reduce(const struct perf_data *d, const void *buf, size_
     return wrong;
 }
 
-int64_t perf_data_check_gather(const struct perf_data *d, const void *buf, size_t count_per_rank)
+int64_t perf_data_check_copy(const struct perf_data *d, const void *buf, size_t count, int src,
+                             size_t first)
 {
     int64_t wrong = 0;
-    for (int r = 0; r < d->nranks; r++) {
-        const char *part = (const char *)buf + (size_t)r * count_per_rank * d->dt->size;
-        for (size_t i = 0; i < count_per_rank; i++)
-            wrong += differs_exact(d->dt, part, i, input_value(d, r, i));
-    }
+    for (size_t i = 0; i < count; i++)
+        wrong += differs_exact(d->dt, buf, i, input_value(d, src, first + i));
     return wrong;
 }

@@ -11,12 +11,20 @@
 #   - oversubscribed: 8-byte allreduce on 4 ranks, 64 MiB allreduce on 8
 #     ranks (time per call and wall time of the whole run).
 #
+# With -C, instead: the named collectives on 2 and 4 ranks (NPS), each at its
+# smallest size (8 B, or one float per rank where the size is split over the
+# ranks: 16 B on 4 ranks for reduce_scatter, allgather, alltoall, gather,
+# scatter) and at 4, 16 and 64 MiB.
+#
 # Repetitions are interleaved (every configuration once, then again) so that
 # load from other users of the machine spreads over all columns instead of
 # landing on one; the median then drops the odd disturbed run.
 #
-# usage: perf/compare.sh [-r R] [-q] [-o FILE] [-k DIR]
+# usage: perf/compare.sh [-r R] [-q] [-C COLLS] [-o FILE] [-k DIR]
 #   -r R     repetitions per configuration, median reported (default 3)
+#   -C COLLS comma-separated collectives (allreduce allgather reduce_scatter
+#            broadcast reduce alltoall gather scatter sendrecv) in place of
+#            the default sections
 #   -q       quick smoke test: fewer sizes and iterations
 #   -o FILE  also write the markdown report to FILE
 #   -k DIR   keep every raw benchmark output in DIR
@@ -37,6 +45,7 @@
 #   MPIRUN       mpirun command (default mpirun)
 #   SM_BTL       Open MPI shared-memory BTL (default: vader, or sm where the
 #                installed Open MPI only has sm, as in 5.x)
+#   NPS          rank counts of the -C sections (default "2 4")
 #   RUN_TIMEOUT  seconds before one benchmark run is killed (default 600)
 
 set -u -o pipefail
@@ -45,13 +54,15 @@ R=3
 QUICK=0
 OUTFILE=
 KEEP=
+COLLS=
 usage() { sed -n '/^# usage:/,/^# *RUN_TIMEOUT/s/^# \{0,1\}//p' "$0"; }
-while getopts "r:qo:k:h" opt; do
+while getopts "r:qo:k:C:h" opt; do
     case $opt in
     r) R=$OPTARG ;;
     q) QUICK=1 ;;
     o) OUTFILE=$OPTARG ;;
     k) KEEP=$OPTARG ;;
+    C) COLLS=${OPTARG//,/ } ;;
     h) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
     esac
@@ -131,14 +142,35 @@ else
 fi
 
 # Sections: id|title|ranks|collective|ranges|kind (sweep: busbw per size;
-# oversub: time per call and wall time).
-SECTIONS=(
-    "ar2|allreduce float32 sum, 2 ranks|2|allreduce|$AR_RANGES|sweep"
-    "ag2|allgather float32, 2 ranks|2|allgather|$AG_RANGES|sweep"
-    "ag4|allgather float32, 4 ranks|4|allgather|$AG_RANGES|sweep"
-    "os4|oversubscribed: 8 B allreduce, 4 ranks on $(nproc) cores|4|allreduce|8:8:2:$SMALL_ITERS:$SMALL_WARMUP|oversub"
-    "os8|oversubscribed: 64 MiB allreduce, 8 ranks on $(nproc) cores|8|allreduce|$OS8_RANGE|oversub"
-)
+# oversub: time per call and wall time). Ids must not contain dots.
+if [ -z "$COLLS" ]; then
+    SECTIONS=(
+        "ar2|allreduce float32 sum, 2 ranks|2|allreduce|$AR_RANGES|sweep"
+        "ag2|allgather float32, 2 ranks|2|allgather|$AG_RANGES|sweep"
+        "ag4|allgather float32, 4 ranks|4|allgather|$AG_RANGES|sweep"
+        "os4|oversubscribed: 8 B allreduce, 4 ranks on $(nproc) cores|4|allreduce|8:8:2:$SMALL_ITERS:$SMALL_WARMUP|oversub"
+        "os8|oversubscribed: 64 MiB allreduce, 8 ranks on $(nproc) cores|8|allreduce|$OS8_RANGE|oversub"
+    )
+else
+    SECTIONS=()
+    if [ "$QUICK" = 1 ]; then BIG_RANGE="64M:64M:2"; else BIG_RANGE="4M:64M:4"; fi
+    for coll in $COLLS; do
+        case $coll in
+        allreduce | broadcast | reduce | sendrecv) split=0 ;;
+        allgather | reduce_scatter | alltoall | gather | scatter) split=1 ;;
+        *) die "-C: unknown collective '$coll'" ;;
+        esac
+        for np in ${NPS:-2 4}; do
+            # nccl-tests splits the size over the ranks for these: 8 B on 4
+            # ranks would be 0 floats each, so the smallest size is one each.
+            small=8
+            if [ $split = 1 ] && [ $((4 * np)) -gt $small ]; then small=$((4 * np)); fi
+            title="$coll float32"
+            case $coll in allreduce | reduce_scatter | reduce) title="$title sum" ;; esac
+            SECTIONS+=("${coll//_/}$np|$title, $np ranks|$np|$coll|$small:$small:2:$SMALL_ITERS:$SMALL_WARMUP $BIG_RANGE|sweep")
+        done
+    done
+fi
 CONFIGS="ccl ompi ompih"
 
 # The command line of one configuration, with {np} filled in.

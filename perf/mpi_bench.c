@@ -33,13 +33,17 @@
  * to the collective (per rank for allgather, reduce_scatter, alltoall,
  * gather, scatter). algbw = size / time; busbw = algbw * factor, the factor
  * being 2(n-1)/n for allreduce, (n-1)/n for allgather, reduce_scatter,
- * alltoall, gather and scatter, and 1 for broadcast and reduce.
+ * alltoall, gather and scatter, and 1 for broadcast, reduce and sendrecv.
+ *
+ * sendrecv is ccl-perf's ring shift: every rank sends to rank+1 and receives
+ * from rank-1, here with MPI_Sendrecv (in place: MPI_Sendrecv_replace).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <mpi.h>
 
+#include <ctype.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +61,7 @@ enum coll {
     COLL_ALLTOALL,
     COLL_GATHER,
     COLL_SCATTER,
+    COLL_SENDRECV,
 };
 
 static const struct {
@@ -73,6 +78,7 @@ static const struct {
     {"alltoall", COLL_ALLTOALL, 0, 0},
     {"gather", COLL_GATHER, 0, 1},
     {"scatter", COLL_SCATTER, 0, 1},
+    {"sendrecv", COLL_SENDRECV, 0, 0},
 };
 #define NCOLLS (sizeof(colls) / sizeof(colls[0]))
 
@@ -113,6 +119,7 @@ static struct layout get_layout(enum coll c, size_t count)
     case COLL_ALLREDUCE:
     case COLL_BROADCAST:
     case COLL_REDUCE:
+    case COLL_SENDRECV:
         break;
     case COLL_ALLGATHER:
     case COLL_GATHER:
@@ -143,7 +150,8 @@ static double bus_factor(enum coll c)
     switch (c) {
     case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
     case COLL_BROADCAST:
-    case COLL_REDUCE: return 1.0;
+    case COLL_REDUCE:
+    case COLL_SENDRECV: return 1.0;
     default: return (n - 1) / n;
     }
 }
@@ -280,6 +288,14 @@ static void run_coll(const struct opts *o, const struct layout *l, char *send, c
             MPI_Scatter(send, pc, t, recv, pc, t, root, w);
         }
         break;
+    case COLL_SENDRECV: {
+        int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+        if (inplace)
+            MPI_Sendrecv_replace(recv, pc, t, next, 0, prev, 0, w, MPI_STATUS_IGNORE);
+        else
+            MPI_Sendrecv(send, pc, t, next, 0, recv, pc, t, prev, 0, w, MPI_STATUS_IGNORE);
+        break;
+    }
     }
 }
 
@@ -341,6 +357,9 @@ static int64_t check_result(const struct opts *o, const struct layout *l, const 
         }
         return wrong;
     }
+    case COLL_SENDRECV:
+        w.r = (rank + nranks - 1) % nranks;
+        return count_wrong(dt, recv, pc, want_gen, &w);
     }
     return 0;
 }
@@ -402,12 +421,27 @@ static void usage(const char *prog)
     printf("usage: %s [-C coll] [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes]\n"
            "       [-n iters] [-w warmup] [-c 0|1] [-d float|int32] [-o sum|max|min] [-r root]\n"
            "       [-a 0|1|2|3] [--rotate 0|1]\n"
-           "  -C  allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall|gather|scatter\n"
+           "  -C  allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall|gather|scatter|\n"
+           "      sendrecv (also nccl-tests' spellings: reducescatter, all_reduce, ...)\n"
            "  sizes take K/M/G (1024-based); defaults -b 32M -e 32M -i 1M -n 20 -w 5 -c 1\n"
            "  -a  time reported over ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 3)\n"
            "  --rotate 1 (default) moves each iteration to a new offset in the buffers,\n"
            "             as nccl-tests does; 0 reuses offset 0\n",
            prog);
+}
+
+/* Names compare without case, '_' and '-', so ccl-perf's and nccl-tests'
+ * spellings (reduce_scatter, reducescatter, all_reduce) all work. */
+static int same_name(const char *a, const char *b)
+{
+    for (;;) {
+        while (*a == '_' || *a == '-') a++;
+        while (*b == '_' || *b == '-') b++;
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+        if (!*a) return 1;
+        a++;
+        b++;
+    }
 }
 
 static void parse_args(int argc, char **argv, struct opts *o)
@@ -430,7 +464,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
         switch (c) {
         case 'C': {
             size_t k;
-            for (k = 0; k < NCOLLS && strcmp(optarg, colls[k].name) != 0; k++) {}
+            for (k = 0; k < NCOLLS && !same_name(optarg, colls[k].name); k++) {}
             if (k == NCOLLS) die("unknown collective for -C");
             o->ci = (int)k;
             break;

@@ -3,8 +3,9 @@
 #   BUILD=<dir> HAVE_MPICC=<1 or empty> tests/run_all.sh
 #
 # Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
-# under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), and a
-# ccl-perf smoke check when $BUILD/bin/ccl-perf exists. Each test runs under
+# under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
+# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, and ccl-info on this
+# machine and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
 # also prints the tail of its log. Full logs go to $BUILD/test-logs/. The
 # last line is the only summary: "N passed, N failed[, N skipped]"; the exit
@@ -255,6 +256,26 @@ if [[ -x "$BUILD/bin/ccl-perf" ]]; then
 else
     echo "SKIPPED: perf ($BUILD/bin/ccl-perf not built)"
     skipped=$((skipped + 1))
+fi
+
+# ---- ccl-info smoke -------------------------------------------------------------
+# ccl-info must print this machine's topology (NUMA nodes at least) and
+# the DGX-2's. On a live machine hwloc's PCI plugin leaks at unload, so
+# LeakSanitizer is off for that run; tests/unit/test_topo checks ccl's own
+# topology code for leaks.
+check_info_output() {
+    grep -q '^  numa0 ' "$1" || {
+        echo "ccl-info check: no numa0 line"
+        return 1
+    }
+}
+if [[ -x "$BUILD/bin/ccl-info" ]]; then
+    POST_CHECK=check_info_output run_test "tools/ccl-info" perf \
+        env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$BUILD/bin/ccl-info" --ranks 4
+    dgx2="${CCL_TEST_TOPO_DIR:-../shared/topologies}/nvidiaDGX2.xml"
+    if [[ -r "$dgx2" ]]; then
+        POST_CHECK=check_info_output run_test "tools/ccl-info-dgx2" perf "$BUILD/bin/ccl-info" --topo "$dgx2"
+    fi
 fi
 
 # ---- summary -------------------------------------------------------------------------
