@@ -155,7 +155,7 @@ for v in "${variants[@]}"; do
     fi
 done
 # Algorithms that only allreduce has (rank counts around powers of two).
-for v in "CCL_ALGO=tree" "CCL_ALGO=rd"; do
+for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
     run_variant "$v" test_allreduce 3 4 5 8
 done
 for t in test_allreduce test_colls; do
