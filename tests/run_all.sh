@@ -147,16 +147,16 @@ for v in "${variants[@]}"; do
         run_variant "$v" "$t"
     done
     # On ccl_mem_alloc buffers (fresh, first-touched memory every case) only
-    # the counts that reach the 1 KiB single-copy threshold.
+    # the counts that reach the 1 KiB single-copy threshold, on 3 ranks.
     if [[ "$v" == *CCL_TEST_CCL_MEM=1* ]]; then
-        run_variant "CCL_TEST_COUNTS=1021 $v" test_colls 3 4
+        run_variant "CCL_TEST_COUNTS=1021 $v" test_colls 3
     else
         run_variant "$v" test_colls 3 4
     fi
 done
-# Algorithms that only allreduce has.
-for v in "CCL_ALGO=tree" "CCL_ALGO=rd"; do
-    run_variant "$v" test_allreduce
+# Algorithms that only allreduce has (rank counts around powers of two).
+for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
+    run_variant "$v" test_allreduce 3 4 5 8
 done
 for t in test_allreduce test_colls; do
     run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
