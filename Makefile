@@ -17,6 +17,7 @@
 #   tests/sim/*.c          -> build/tests/sim/<name> (schedule simulator, internals)
 #   tests/mp/*.c           -> build/tests/mp/<name> (multi-process, public API)
 #   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
+#   tools/ccl_info.c       -> build/bin/ccl-info (prints the topology)
 
 PREFIX   ?= /usr/local
 SANITIZE ?=
@@ -37,8 +38,11 @@ ifneq ($(SANITIZE),)
 CFLAGS_BASE += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
 LDFLAGS_SAN := -fsanitize=$(SANITIZE)
 endif
-CFLAGS  := $(CFLAGS_BASE) $(CFLAGS_EXTRA)
-LDLIBS  := -pthread -lrt -lm
+# hwloc 2.x is required (src/topo); pkg-config finds a non-system install.
+HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
+HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
+CFLAGS  := $(CFLAGS_BASE) $(HWLOC_CFLAGS) $(CFLAGS_EXTRA)
+LDLIBS  := $(HWLOC_LIBS) -pthread -lrt -lm
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -73,9 +77,19 @@ all: lib perf tools
 
 lib: $(LIB_SO) $(LIB_A)
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | $(BUILD)/hwloc-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Checked when something is compiled, not when this file is read, so that
+# `make deps` (which installs it) still runs on a machine without it.
+$(BUILD)/hwloc-ok:
+	@printf '#include <hwloc.h>\nint main(void) { hwloc_topology_t t; return hwloc_topology_init(&t); }\n' | \
+	    $(CC) $(HWLOC_CFLAGS) -x c - -o /dev/null $(HWLOC_LIBS) 2>/dev/null || { \
+	    echo "error: ccl needs hwloc 2.x (hwloc.h and libhwloc): install libhwloc-dev (Debian/Ubuntu)," >&2; \
+	    echo "       hwloc-devel (Fedora/RHEL), or run 'make deps'; a custom install is found by pkg-config" >&2; \
+	    exit 1; }
+	@mkdir -p $(dir $@) && touch $@
 
 $(LIB_SO): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -106,6 +120,13 @@ $(BUILD)/bin/mpi-bench: perf/mpi_bench.c perf/bench_size.h
 # kernels at each SIMD level against memcpy.
 tools: $(BUILD)/bin/reduce-bench
 $(BUILD)/bin/reduce-bench: perf/reduce_bench.c perf/bench_size.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+
+# ccl-info (tools/ccl_info.c) prints the topology of this machine or of
+# CCL_TOPO_FILE without running a job.
+tools: $(BUILD)/bin/ccl-info
+$(BUILD)/bin/ccl-info: tools/ccl_info.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
@@ -142,7 +163,7 @@ test: deps
 run-tests:
 	@BUILD=$(BUILD) HAVE_MPICC=$(HAVE_MPICC) HAVE_CMOCKA=$(HAVE_CMOCKA) tests/run_all.sh
 
-install: lib perf
+install: lib perf $(BUILD)/bin/ccl-info
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 0644 include/ccl.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
@@ -150,6 +171,7 @@ install: lib perf
 	ln -sf libccl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libccl.so
 	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(PERF_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/bin/ccl-info $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ccl.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ccl.pc
 

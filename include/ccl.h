@@ -184,7 +184,8 @@ ccl_result_t ccl_redop_destroy(ccl_redop_t op, ccl_comm_t comm);
  * separate blocking calls. Groups nest; the outermost end runs them. Every
  * call of a group must use the same stream (NULL: ccl_group_end blocks; a
  * host stream: the group is queued on it), else ccl_group_end fails with
- * CCL_ERR_INVALID_USAGE and runs nothing. When a call inside a group fails
+ * CCL_ERR_GROUP (the call on the other stream returns it at once) and runs
+ * nothing. When a call inside a group fails
  * its checks, it returns the error and ccl_group_end returns it too, having
  * run nothing. */
 ccl_result_t ccl_group_start(void);

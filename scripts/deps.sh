@@ -3,10 +3,9 @@
 # installs what is missing. `make deps` runs it; `make run` and `make test`
 # depend on that, so it runs often and must be quick when nothing is missing.
 #
-#   to build       a C compiler (gcc, libc6-dev), make
+#   to build       a C compiler (gcc, libc6-dev), make, hwloc (libhwloc-dev)
 #   for the tests  cmocka (libcmocka-dev), Open MPI (openmpi-bin, libopenmpi-dev),
 #                  ip (iproute2), pkg-config
-#   optional       hwloc (libhwloc-dev), for topology discovery in later work
 #
 # All present: prints nothing and exits 0, without touching apt or the network.
 # Something missing, root and apt-get available: `apt-get update` once, then
@@ -94,12 +93,12 @@ check_all() {
     cc_works && cc_ok=1
     need build "C compiler ($CC_CMD)" test "$cc_ok" = 1 -- gcc libc6-dev
     need build "make" have_cmd make -- make
+    need build "hwloc (hwloc.h, -lhwloc) for topology discovery" have_header hwloc.h -lhwloc -- libhwloc-dev
     need test "cmocka (cmocka.h, -lcmocka) for the unit tests" have_header cmocka.h -lcmocka -- libcmocka-dev
     need test "mpirun for the MPI cross-checks" have_cmd mpirun -- openmpi-bin
     need test "$MPICC_CMD for the MPI cross-checks" have_cmd "$MPICC_CMD" -- libopenmpi-dev
     need test "ip (iproute2)" have_ip -- iproute2
     need test "pkg-config for the install check" have_cmd pkg-config -- pkg-config
-    need optional "hwloc (hwloc.h)" have_header hwloc.h -- libhwloc-dev
 }
 
 nmissing() { echo $((${#missing_build[@]} + ${#missing_test[@]} + ${#missing_opt[@]})); }

@@ -3,8 +3,9 @@
 #   BUILD=<dir> HAVE_MPICC=<1 or empty> tests/run_all.sh
 #
 # Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
-# under mpirun with 3 and 4 ranks (or one explicit SKIPPED line), and a
-# ccl-perf smoke check when $BUILD/bin/ccl-perf exists. Each test runs under
+# under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
+# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, and ccl-info on this
+# machine and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
 # also prints the tail of its log. Full logs go to $BUILD/test-logs/. The
 # last line is the only summary: "N passed, N failed[, N skipped]"; the exit
@@ -120,6 +121,12 @@ run_dir mp
 # buffers with single copy and non-temporal stores from 1 KiB, so that the
 # reference path sees every dtype, op, placement and algorithm. (CCL_*
 # variables are rows of src/core/params.def; CCL_TEST_* belong to the tests.)
+# test_colls (every other collective) runs its variants on two rank counts
+# only, to keep the suite's time in bounds; its default run has them all.
+# (CCL_TEST_* variables belong to the tests: see tests/common/test_coll.h.)
+# The last variant checks that CCL_CHECK_ARGS=1 finds no mismatch in calls
+# that do match (NULL buffers on non-roots, in place on some ranks only,
+# groups of collectives and sends, one thread driving several ranks).
 variants=(
     "CCL_ALGO=ring"
     "CCL_ALGO=direct"
@@ -127,14 +134,34 @@ variants=(
     "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_STREAM_THRESHOLD=1K"
     "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=direct"
 )
+# run_variant <variant> <test> [args...]
+run_variant() {
+    local v=$1 t=$2 bin="$BUILD/tests/mp/$2"
+    shift 2
+    [[ -x "$bin" ]] || return
+    # shellcheck disable=SC2086 # $v is a list of NAME=value words
+    run_test "mp/${t}[${v// /,}]" mp env $v "$bin" "$@"
+}
 for v in "${variants[@]}"; do
     for t in test_allreduce test_allgather test_repeat test_large; do
-        bin="$BUILD/tests/mp/$t"
-        [[ -x "$bin" ]] || continue
-        # shellcheck disable=SC2086 # $v is a list of NAME=value words
-        run_test "mp/${t}[${v// /,}]" mp env $v "$bin"
+        run_variant "$v" "$t"
     done
+    # On ccl_mem_alloc buffers (fresh, first-touched memory every case) only
+    # the counts that reach the 1 KiB single-copy threshold, on 3 ranks.
+    if [[ "$v" == *CCL_TEST_CCL_MEM=1* ]]; then
+        run_variant "CCL_TEST_COUNTS=1021 $v" test_colls 3
+    else
+        run_variant "$v" test_colls 3 4
+    fi
 done
+# Algorithms that only allreduce has (rank counts around powers of two).
+for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
+    run_variant "$v" test_allreduce 3 4 5 8
+done
+for t in test_allreduce test_colls; do
+    run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
+done
+run_variant "CCL_CHECK_ARGS=1" test_groups
 
 # ---- MPI cross-checks ---------------------------------------------------------
 mpi_bins=()
@@ -180,7 +207,7 @@ else
     # sake; ccl's own leaks are caught by the mp tests, which run without MPI.
     asan_opts="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
     for bin in "${mpi_bins[@]}"; do
-        for np in 3 4; do
+        for np in 1 2 3 4; do
             run_test "mpi/$(basename "$bin")-np$np" mpi \
                 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
                 ASAN_OPTIONS="$asan_opts" \
@@ -229,6 +256,26 @@ if [[ -x "$BUILD/bin/ccl-perf" ]]; then
 else
     echo "SKIPPED: perf ($BUILD/bin/ccl-perf not built)"
     skipped=$((skipped + 1))
+fi
+
+# ---- ccl-info smoke -------------------------------------------------------------
+# ccl-info must print this machine's topology (NUMA nodes at least) and
+# the DGX-2's. On a live machine hwloc's PCI plugin leaks at unload, so
+# LeakSanitizer is off for that run; tests/unit/test_topo checks ccl's own
+# topology code for leaks.
+check_info_output() {
+    grep -q '^  numa0 ' "$1" || {
+        echo "ccl-info check: no numa0 line"
+        return 1
+    }
+}
+if [[ -x "$BUILD/bin/ccl-info" ]]; then
+    POST_CHECK=check_info_output run_test "tools/ccl-info" perf \
+        env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$BUILD/bin/ccl-info" --ranks 4
+    dgx2="${CCL_TEST_TOPO_DIR:-../shared/topologies}/nvidiaDGX2.xml"
+    if [[ -r "$dgx2" ]]; then
+        POST_CHECK=check_info_output run_test "tools/ccl-info-dgx2" perf "$BUILD/bin/ccl-info" --topo "$dgx2"
+    fi
 fi
 
 # ---- summary -------------------------------------------------------------------------

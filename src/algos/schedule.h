@@ -146,6 +146,9 @@ ccl_result_t tree_schedule(const sched_op_t *op, sched_t *out);
 /* Recursive doubling allreduce for small messages: log2(n) exchanges of the
  * whole buffer (non-powers of two fold the extra ranks in first). */
 ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out);
+/* Hierarchical allreduce over op->layout: intra-node reduce-scatter,
+ * inter-node allreduce per shard among its owners, intra-node allgather. */
+ccl_result_t hier_schedule(const sched_op_t *op, sched_t *out);
 /* Pipelined chain from/to the root: broadcast, reduce. */
 ccl_result_t chain_schedule(const sched_op_t *op, sched_t *out);
 /* Every rank straight to every peer: alltoall, gather, scatter, send, recv. */

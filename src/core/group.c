@@ -95,11 +95,12 @@ static void group_reset(void)
     group.stream = NULL;
     group.error = CCL_SUCCESS;
     group.error_msg[0] = '\0';
-    if (group.cap > 64) { /* do not keep a huge queue for the thread's life */
-        free(group.calls);
-        group.calls = NULL;
-        group.cap = 0;
-    }
+    /* Freed at every outermost end: the state is thread-local and a thread
+     * that exits would otherwise leak it (one malloc per group is noise
+     * next to running the group). */
+    free(group.calls);
+    group.calls = NULL;
+    group.cap = 0;
 }
 
 CCL_API ccl_result_t ccl_group_start(void)

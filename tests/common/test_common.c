@@ -3,20 +3,33 @@
  * public-API tests; see test_common.h.
  *
  * Why the value ranges look the way they do (every reference below is exact):
- *  - Unsigned sum/prod use the full range: wrap-around mod 2^bits is defined
- *    and the reference wraps the same way, so wrap bugs are caught.
- *  - Signed sum/avg draw from [-MAX/n, MAX/n] and signed prod from [-b, b]
+ *  - Unsigned sum/prod/premulsum use the full range: wrap-around mod 2^bits
+ *    is defined and the reference wraps the same way, so wrap bugs are caught.
+ *  - Signed sum/avg draw from [-MAX/n, MAX/n], signed premulsum from
+ *    [-MAX/3n, MAX/3n] with scalars in +-{1,2,3}, and signed prod from [-b, b]
  *    with b^n <= MAX, so neither the library nor the reference ever overflows
  *    (signed overflow is undefined in C, so it cannot be tested portably).
  *  - max/min/copy use full-range integers (extremes included on purpose) and
- *    floats with random 24/53-bit mantissas, never zero (so +0/-0 ties
- *    cannot make max/min ambiguous) and never NaN.
- *  - Float sum/avg use dyadic values k/4 (float32) or k/1024 (float64) with k
- *    small enough that every partial sum of up to thousands of terms is exact
- *    in the type, whatever order the library adds them in.
+ *    floats with random mantissas (any finite bit pattern for the 16- and
+ *    8-bit types), never zero (so +0/-0 ties cannot make max/min ambiguous)
+ *    and never NaN.
+ *  - Float sum/avg/premulsum use multiples k * 2^-q of a grid and scalars
+ *    +-2^j, with |k| bounded so that the sum of |x * scalar| over all ranks
+ *    fits the type's significand (2^p grid steps): then every partial sum is
+ *    exact, whatever order the library adds in and whether it rounds after
+ *    every step (as NCCL does for half types) or once. For float32/64 the
+ *    grid is 1/4 and 1/1024 (as before the small types came); float16 1/4,
+ *    bfloat16 1/2, fp8 1 (e4m3 sums stay within 16, e5m2 within 8). When n
+ *    outgrows 2^p, only the first 2^p ranks contribute +-1.
  *  - Float prod uses {+-1, +-2, +-0.5, 0.25, 0} so every product is a power
- *    of two (or zero) and exact.
+ *    of two (or zero) and exact; fp8 drops 0.25, and the 16- and 8-bit types
+ *    use +-1 from rank 8 on, so products stay inside their exponent range.
  *  - Float avg is the only inexact case (sum / n rounds); see tol_avg().
+ *
+ * The 16- and 8-bit float types are converted here, independently of the
+ * library: decode exactly, encode with round-to-nearest-even; float16 and
+ * bfloat16 overflow to infinity, fp8 e4m3 (OCP E4M3FN) and e5m2 saturate to
+ * their largest finite value (448 and 57344).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -35,10 +48,11 @@
 #include <time.h>
 #include <unistd.h>
 
-const ccl_datatype_t tst_dtypes[] = {CCL_INT8,  CCL_UINT8,  CCL_INT32,   CCL_UINT32,
-                                     CCL_INT64, CCL_UINT64, CCL_FLOAT32, CCL_FLOAT64};
+const ccl_datatype_t tst_dtypes[] = {CCL_INT8,    CCL_UINT8,   CCL_INT32,       CCL_UINT32,
+                                     CCL_INT64,   CCL_UINT64,  CCL_FLOAT16,     CCL_FLOAT32,
+                                     CCL_FLOAT64, CCL_BFLOAT16, CCL_FLOAT8_E4M3, CCL_FLOAT8_E5M2};
 const int tst_num_dtypes = (int)(sizeof(tst_dtypes) / sizeof(tst_dtypes[0]));
-const ccl_redop_t tst_ops[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN, CCL_AVG};
+const ccl_redop_t tst_ops[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN, CCL_AVG, TST_OP_PREMULSUM};
 const int tst_num_ops = (int)(sizeof(tst_ops) / sizeof(tst_ops[0]));
 
 size_t tst_dtype_size(ccl_datatype_t dt)
@@ -94,13 +108,118 @@ const char *tst_op_name(ccl_redop_t op)
     case CCL_MIN: return "min";
     case CCL_AVG: return "avg";
     case -1: return "copy";
+    case -2: return "premulsum";
     default: return "?";
     }
 }
 
 int tst_dtype_is_float(ccl_datatype_t dt)
 {
-    return dt == CCL_FLOAT32 || dt == CCL_FLOAT64;
+    return dt == CCL_FLOAT32 || dt == CCL_FLOAT64 || dt == CCL_FLOAT16 || dt == CCL_BFLOAT16 ||
+           dt == CCL_FLOAT8_E4M3 || dt == CCL_FLOAT8_E5M2;
+}
+
+/* ---- 16- and 8-bit floats ---------------------------------------------------- */
+
+typedef struct {
+    int ebits, mbits, bias;
+    int ieee;          /* all-ones exponent is inf/NaN (else only S.1111.111 is NaN: e4m3) */
+    int saturate;      /* overflow gives the largest finite value instead of inf */
+    uint32_t maxbits;  /* largest finite value */
+    uint32_t nanbits;
+    double maxval;     /* the value of maxbits */
+} small_float_t;
+
+static const small_float_t fmt_f16 = {5, 10, 15, 1, 0, 0x7bff, 0x7e00, 65504.0};
+static const small_float_t fmt_bf16 = {8, 7, 127, 1, 0, 0x7f7f, 0x7fc0, 0x1.fep127};
+static const small_float_t fmt_e4m3 = {4, 3, 7, 0, 1, 0x7e, 0x7f, 448.0};
+static const small_float_t fmt_e5m2 = {5, 2, 15, 1, 1, 0x7b, 0x7e, 57344.0};
+
+static const small_float_t *small_fmt(ccl_datatype_t dt)
+{
+    switch (dt) {
+    case CCL_FLOAT16: return &fmt_f16;
+    case CCL_BFLOAT16: return &fmt_bf16;
+    case CCL_FLOAT8_E4M3: return &fmt_e4m3;
+    case CCL_FLOAT8_E5M2: return &fmt_e5m2;
+    default: return NULL;
+    }
+}
+
+static int small_is_nan_or_inf(const small_float_t *f, uint32_t bits)
+{
+    uint32_t emask = (1u << f->ebits) - 1, mmask = (1u << f->mbits) - 1;
+    uint32_t e = (bits >> f->mbits) & emask, m = bits & mmask;
+    return f->ieee ? e == emask : (e == emask && m == mmask);
+}
+
+/* 2^e for a normal double exponent, without libm (these run per element). */
+static double pow2(int e)
+{
+    uint64_t b = (uint64_t)(e + 1023) << 52;
+    double d;
+    memcpy(&d, &b, sizeof(d));
+    return d;
+}
+
+/* floor(log2(a)) of a positive normal double. */
+static int ilog2(double a)
+{
+    uint64_t b;
+    memcpy(&b, &a, sizeof(b));
+    return (int)((b >> 52) & 0x7ff) - 1023;
+}
+
+static double small_decode(const small_float_t *f, uint32_t bits)
+{
+    uint32_t emask = (1u << f->ebits) - 1, mmask = (1u << f->mbits) - 1;
+    uint32_t e = (bits >> f->mbits) & emask, m = bits & mmask;
+    int neg = (bits >> (f->ebits + f->mbits)) & 1;
+    double v;
+    if (small_is_nan_or_inf(f, bits))
+        v = (f->ieee && m == 0) ? INFINITY : NAN;
+    else if (e == 0)
+        v = (double)m * pow2(1 - f->bias - f->mbits);
+    else
+        v = (double)(m | (mmask + 1)) * pow2((int)e - f->bias - f->mbits);
+    return neg ? -v : v;
+}
+
+static uint32_t small_encode(const small_float_t *f, double x)
+{
+    uint32_t sign = signbit(x) ? 1u << (f->ebits + f->mbits) : 0;
+    uint32_t inf = f->ieee ? ((1u << f->ebits) - 1) << f->mbits : f->maxbits;
+    uint32_t over = sign | (f->saturate ? f->maxbits : inf);
+    double a = fabs(x);
+    int emin = 1 - f->bias;
+    if (isnan(x))
+        return sign | f->nanbits;
+    if (isinf(a))
+        return over;
+    if (a < pow2(emin - f->mbits - 2)) /* below half the smallest subnormal: zero */
+        return sign;
+    int e = ilog2(a);
+    if (e < emin) /* subnormal: the step of the smallest binade */
+        e = emin;
+    /* Round to a multiple of the binade's step, to nearest, ties to even:
+     * y < 2^12, and adding 2^52 leaves no fraction bits, so the FPU's own
+     * rounding (to nearest even) does it. */
+    double y = a * pow2(f->mbits - e);
+    double r = ((y + 0x1p52) - 0x1p52) * pow2(e - f->mbits);
+    if (r > f->maxval)
+        return over;
+    if (r < pow2(emin))
+        return sign | (uint32_t)(r * pow2(f->mbits - emin));
+    e = ilog2(r);
+    uint32_t m = (uint32_t)(r * pow2(f->mbits - e)) - (1u << f->mbits);
+    return sign | ((uint32_t)(e + f->bias) << f->mbits) | m;
+}
+
+/* Significand bits (with the implicit one) of a float type. */
+static int float_precision(ccl_datatype_t dt)
+{
+    const small_float_t *f = small_fmt(dt);
+    return f ? f->mbits + 1 : dt == CCL_FLOAT32 ? 24 : 53;
 }
 
 static int is_signed_int(ccl_datatype_t dt)
@@ -127,6 +246,8 @@ uint64_t tst_case_seed(uint64_t base, uint64_t a, uint64_t b, uint64_t c, uint64
 
 /* ---- generator ------------------------------------------------------------ */
 
+#define GEN_MAX_RANKS 64
+
 /* Everything about a (dtype, op, nranks, seed) that does not depend on the
  * element, computed once so the per-element path stays cheap. */
 typedef struct {
@@ -137,9 +258,13 @@ typedef struct {
     int bits;
     int is_signed;
     int is_float;
+    const small_float_t *sf; /* 16- and 8-bit float types */
+    int fgrid;      /* float sum/avg/premulsum data: k * 2^-fgrid ... */
+    int64_t fk[GEN_MAX_RANKS]; /* ... with |k| <= fk[rank] */
+    tst_scalar_t scalar[GEN_MAX_RANKS]; /* premulsum scalar of each rank */
     uint64_t umax;  /* all-ones of the width */
     int64_t smax, smin;
-    int64_t sbound; /* signed sum/avg/prod: values in [-sbound, sbound] */
+    int64_t sbound; /* signed sum/avg/prod/premulsum: values in [-sbound, sbound] */
     uint64_t ubound; /* unsigned avg: values in [0, ubound] */
     int pow2_ranks; /* signed prod with b == 1: ranks below this may use +-2 */
 } gen_t;
@@ -156,22 +281,89 @@ static int64_t checked_pow_le(int64_t b, int n, int64_t max)
     return 1;
 }
 
+/* The premulsum scalar of `rank` before any fitting to the data range. */
+static uint64_t scalar_hash(const gen_t *g, int rank)
+{
+    return tst_mix64(g->seed ^ tst_mix64(0x5CA1AB1Eull + (uint64_t)(unsigned)rank));
+}
+
+/* Float data of `rank` for sum/avg/premulsum: the sum over ranks of
+ * |x * scalar| must stay within 2^p steps of the finest grid the products
+ * land on (2^-(fgrid+1) when scalars may be 1/2), so each rank gets an
+ * n-th of that budget; `mult` is how many such steps one unit of k is. */
+static int64_t float_kbound(const gen_t *g, int rank, int64_t mult)
+{
+    int p = float_precision(g->dt);
+    int64_t cap = g->dt == CCL_FLOAT32 ? 4096 : g->dt == CCL_FLOAT64 ? (INT64_C(1) << 40)
+                                                                    : INT64_MAX;
+    int64_t share = (INT64_C(1) << p) / g->nranks;
+    if (share == 0)
+        share = rank < (1 << p) ? 1 : 0;
+    int64_t b = share / mult;
+    return b < cap ? b : cap;
+}
+
+static void gen_float_init(gen_t *g)
+{
+    /* fp8 has too few bits for scalars of 1/2 on its integer grid. */
+    int halves = !(g->dt == CCL_FLOAT8_E4M3 || g->dt == CCL_FLOAT8_E5M2);
+    switch (g->dt) {
+    case CCL_FLOAT32: g->fgrid = 2; break;
+    case CCL_FLOAT64: g->fgrid = 10; break;
+    case CCL_FLOAT16: g->fgrid = 2; break;
+    case CCL_BFLOAT16: g->fgrid = 1; break;
+    default: g->fgrid = 0; break;
+    }
+    for (int r = 0; r < g->nranks && r < GEN_MAX_RANKS; r++) {
+        if (g->op != TST_OP_PREMULSUM) {
+            g->fk[r] = float_kbound(g, r, 1);
+            continue;
+        }
+        /* Scalar +-2^j, j in {-1, 0, 1} ({0, 1} for fp8), lowered until this
+         * rank's share allows |k| >= 1. */
+        uint64_t h = scalar_hash(g, r);
+        int jmin = halves ? -1 : 0;
+        int j = jmin + (int)(h % (uint64_t)(2 - jmin));
+        int64_t mult = (int64_t)1 << (j - jmin);
+        while (j > jmin && float_kbound(g, r, mult) == 0) {
+            j--;
+            mult >>= 1;
+        }
+        g->fk[r] = float_kbound(g, r, mult);
+        g->scalar[r].f = ((h >> 32) & 1) ? -ldexp(1.0, j) : ldexp(1.0, j);
+    }
+}
+
 static void gen_init(gen_t *g, ccl_datatype_t dt, ccl_redop_t op, int nranks, uint64_t seed)
 {
     memset(g, 0, sizeof(*g));
     g->dt = dt;
     g->op = op;
     g->nranks = nranks < 1 ? 1 : nranks;
+    if (g->nranks > GEN_MAX_RANKS) {
+        fprintf(stderr, "test_common: at most %d ranks\n", GEN_MAX_RANKS);
+        abort();
+    }
     g->seed = tst_mix64(seed);
     g->bits = (int)tst_dtype_size(dt) * 8;
     g->is_signed = is_signed_int(dt);
     g->is_float = tst_dtype_is_float(dt);
+    g->sf = small_fmt(dt);
     g->umax = g->bits == 64 ? UINT64_MAX : ((uint64_t)1 << g->bits) - 1;
     g->smax = (int64_t)(g->umax >> 1);
     g->smin = -g->smax - 1;
-    if (g->is_signed) {
+    if (g->is_float) {
+        gen_float_init(g);
+    } else if (g->is_signed) {
         if (op == CCL_SUM || op == CCL_AVG) {
             g->sbound = g->smax / g->nranks;
+        } else if (op == TST_OP_PREMULSUM) {
+            g->sbound = g->smax / g->nranks / 3;
+            for (int r = 0; r < g->nranks; r++) {
+                uint64_t h = scalar_hash(g, r);
+                int64_t s = 1 + (int64_t)(h % 3);
+                g->scalar[r].i = ((h >> 32) & 1) ? -s : s;
+            }
         } else if (op == CCL_PROD) {
             /* Largest b with b^n <= MAX, capped so n == 1 stays interesting. */
             int64_t b = 1;
@@ -195,8 +387,14 @@ static void gen_init(gen_t *g, ccl_datatype_t dt, ccl_redop_t op, int nranks, ui
                 g->pow2_ranks = k;
             }
         }
-    } else if (!g->is_float && op == CCL_AVG) {
-        g->ubound = g->umax / (uint64_t)g->nranks;
+    } else {
+        if (op == CCL_AVG)
+            g->ubound = g->umax / (uint64_t)g->nranks;
+        if (op == TST_OP_PREMULSUM) {
+            /* Any scalar: the products and the sum wrap like the reference. */
+            for (int r = 0; r < g->nranks; r++)
+                g->scalar[r].u = (scalar_hash(g, r) >> 3) & g->umax;
+        }
     }
 }
 
@@ -221,6 +419,51 @@ static int64_t uniform_signed(uint64_t h, int64_t b)
     return (int64_t)((span == 0 ? h : h % span) - (uint64_t)b);
 }
 
+/* Copy, max and min data of the 16- and 8-bit types: any finite, nonzero
+ * bit pattern. */
+static uint32_t small_bits(const small_float_t *f, uint64_t h)
+{
+    int width = 1 + f->ebits + f->mbits;
+    uint32_t bits = (uint32_t)(h >> 8) & ((1u << width) - 1);
+    if (small_is_nan_or_inf(f, bits))
+        bits ^= 1u << f->mbits;
+    if ((bits & ((1u << (width - 1)) - 1)) == 0)
+        bits |= 1;
+    return bits;
+}
+
+static double gen_float_value(const gen_t *g, int rank, uint64_t h)
+{
+    switch ((int)g->op) {
+    case CCL_SUM:
+    case CCL_AVG:
+    case TST_OP_PREMULSUM:
+        return (double)uniform_signed(h, g->fk[rank]) * pow2(-g->fgrid);
+    case CCL_PROD: {
+        static const double table[8] = {1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1.0, 0.25};
+        static const double fp8_table[8] = {1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1.0, -1.0};
+        double v;
+        if (g->sf && rank >= 8)
+            v = (h & 1) ? -1.0 : 1.0;
+        else if (g->sf && g->sf->ebits + g->sf->mbits == 7)
+            v = fp8_table[h & 7];
+        else
+            v = table[h & 7];
+        return (h >> 8) % 61 == 0 ? 0.0 : v;
+    }
+    default: /* copy, max, min */
+        if (g->sf) {
+            return small_decode(g->sf, small_bits(g->sf, h));
+        } else {
+            int fbits = g->dt == CCL_FLOAT32 ? 24 : 53;
+            uint64_t m = (h >> (64 - fbits)) | 1;
+            int e = (int)((h >> 3) & 31) - 16;
+            double v = ldexp((double)m, e - fbits);
+            return (h & 1) ? -v : v;
+        }
+    }
+}
+
 static tst_scalar_t gen_value(const gen_t *g, int rank, size_t index)
 {
     tst_scalar_t v;
@@ -228,34 +471,7 @@ static tst_scalar_t gen_value(const gen_t *g, int rank, size_t index)
     v.u = 0;
 
     if (g->is_float) {
-        int fbits = g->dt == CCL_FLOAT32 ? 24 : 53;
-        switch ((int)g->op) {
-        case CCL_SUM:
-        case CCL_AVG:
-            if (g->dt == CCL_FLOAT32) {
-                int64_t k = (int64_t)(h % ((1u << 13) + 1)) - (1 << 12);
-                v.f = (double)k / 4.0;
-            } else {
-                int64_t k = (int64_t)(h % ((UINT64_C(1) << 41) + 1)) - (INT64_C(1) << 40);
-                v.f = (double)k / 1024.0;
-            }
-            break;
-        case CCL_PROD: {
-            static const double table[8] = {1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1.0, 0.25};
-            v.f = table[h & 7];
-            if ((h >> 8) % 61 == 0)
-                v.f = 0.0;
-            break;
-        }
-        default: { /* copy, max, min */
-            uint64_t m = (h >> (64 - fbits)) | 1;
-            int e = (int)((h >> 3) & 31) - 16;
-            v.f = ldexp((double)m, e - fbits);
-            if (h & 1)
-                v.f = -v.f;
-            break;
-        }
-        }
+        v.f = gen_float_value(g, rank, h);
         return v;
     }
 
@@ -263,6 +479,7 @@ static tst_scalar_t gen_value(const gen_t *g, int rank, size_t index)
         switch ((int)g->op) {
         case CCL_SUM:
         case CCL_AVG:
+        case TST_OP_PREMULSUM:
             v.i = uniform_signed(h, g->sbound);
             break;
         case CCL_PROD: {
@@ -296,7 +513,7 @@ static tst_scalar_t gen_value(const gen_t *g, int rank, size_t index)
         if ((h >> 62) != 0)
             v.u |= 1;
         break;
-    default: /* copy, sum (wraps), max, min; extremes 1 time in 64 */
+    default: /* copy, sum and premulsum (wrap), max, min; extremes 1 time in 64 */
         if ((h >> 58) == 0)
             v.u = (h & 1) ? g->umax : 0;
         else
@@ -314,6 +531,13 @@ tst_scalar_t tst_input(ccl_datatype_t dt, ccl_redop_t op, int nranks, uint64_t s
     return gen_value(&g, rank, index);
 }
 
+tst_scalar_t tst_premul_scalar(ccl_datatype_t dt, int nranks, uint64_t seed, int rank)
+{
+    gen_t g;
+    gen_init(&g, dt, TST_OP_PREMULSUM, nranks, seed);
+    return g.scalar[rank];
+}
+
 void tst_store(void *buf, size_t index, ccl_datatype_t dt, tst_scalar_t v)
 {
     switch (dt) {
@@ -325,6 +549,14 @@ void tst_store(void *buf, size_t index, ccl_datatype_t dt, tst_scalar_t v)
     case CCL_UINT64: ((uint64_t *)buf)[index] = v.u; break;
     case CCL_FLOAT32: ((float *)buf)[index] = (float)v.f; break;
     case CCL_FLOAT64: ((double *)buf)[index] = v.f; break;
+    case CCL_FLOAT16:
+    case CCL_BFLOAT16:
+        ((uint16_t *)buf)[index] = (uint16_t)small_encode(small_fmt(dt), v.f);
+        break;
+    case CCL_FLOAT8_E4M3:
+    case CCL_FLOAT8_E5M2:
+        ((uint8_t *)buf)[index] = (uint8_t)small_encode(small_fmt(dt), v.f);
+        break;
     default: abort();
     }
 }
@@ -341,9 +573,23 @@ tst_scalar_t tst_load(const void *buf, size_t index, ccl_datatype_t dt)
     case CCL_UINT64: v.u = ((const uint64_t *)buf)[index]; break;
     case CCL_FLOAT32: v.f = ((const float *)buf)[index]; break;
     case CCL_FLOAT64: v.f = ((const double *)buf)[index]; break;
+    case CCL_FLOAT16:
+    case CCL_BFLOAT16: v.f = small_decode(small_fmt(dt), ((const uint16_t *)buf)[index]); break;
+    case CCL_FLOAT8_E4M3:
+    case CCL_FLOAT8_E5M2: v.f = small_decode(small_fmt(dt), ((const uint8_t *)buf)[index]); break;
     default: abort();
     }
     return v;
+}
+
+/* x rounded to the type, as a store and load would. */
+static double round_to_type(ccl_datatype_t dt, double x)
+{
+    if (dt == CCL_FLOAT32)
+        return (double)(float)x;
+    if (small_fmt(dt))
+        return small_decode(small_fmt(dt), small_encode(small_fmt(dt), x));
+    return x;
 }
 
 void tst_fill_input(void *buf, size_t count, ccl_datatype_t dt, ccl_redop_t op, int nranks,
@@ -351,13 +597,28 @@ void tst_fill_input(void *buf, size_t count, ccl_datatype_t dt, ccl_redop_t op, 
 {
     gen_t g;
     gen_init(&g, dt, op, nranks, seed);
+    if (g.sf && (op == TST_OP_COPY || op == CCL_MAX || op == CCL_MIN)) {
+        /* The bit patterns themselves, skipping a decode and an encode. */
+        for (size_t k = 0; k < count; k++) {
+            uint32_t bits = small_bits(g.sf, gen_hash(&g, rank, first + k));
+            if (tst_dtype_size(dt) == 2)
+                ((uint16_t *)buf)[k] = (uint16_t)bits;
+            else
+                ((uint8_t *)buf)[k] = (uint8_t)bits;
+        }
+        return;
+    }
     for (size_t k = 0; k < count; k++)
         tst_store(buf, k, dt, gen_value(&g, rank, first + k));
 }
 
 void tst_format(char *out, size_t outlen, ccl_datatype_t dt, tst_scalar_t v)
 {
-    if (tst_dtype_is_float(dt))
+    const small_float_t *f = small_fmt(dt);
+    if (f)
+        snprintf(out, outlen, "%.9g (0x%0*x)", v.f, f->ebits + f->mbits == 7 ? 2 : 4,
+                 (unsigned)small_encode(f, v.f));
+    else if (tst_dtype_is_float(dt))
         snprintf(out, outlen, "%.17g (%a)", v.f, v.f);
     else if (is_signed_int(dt))
         snprintf(out, outlen, "%" PRId64, v.i);
@@ -368,29 +629,37 @@ void tst_format(char *out, size_t outlen, ccl_datatype_t dt, tst_scalar_t v)
 /* ---- reference ------------------------------------------------------------ */
 
 /* Float avg: the library may compute sum/n, sum*(1/n), or pre-multiply each
- * input by 1/n and then add (NCCL does the last). The sum itself is exact on
- * our data, so the error comes from the scaling and from the additions of the
- * scaled terms: at most about (n + 2) unit roundoffs of sum|x_i|/n. Using
- * machine epsilon (two unit roundoffs) per step gives a 2x margin. */
+ * input by 1/n and then add (NCCL does the last), rounding to the type after
+ * every step for the 16- and 8-bit types. The sum itself is exact on our
+ * data, so the error comes from the scaling and from the additions of the
+ * scaled terms: at most about (n + 2) unit roundoffs of sum|x_i|/n, plus as
+ * many half steps of the subnormal grid. Using machine epsilon (two unit
+ * roundoffs) and a whole subnormal step per operation gives a 2x margin. */
 static double tol_avg(ccl_datatype_t dt, int nranks, double sum_abs)
 {
-    double eps = dt == CCL_FLOAT32 ? (double)FLT_EPSILON : DBL_EPSILON;
-    return (double)(nranks + 2) * eps * (sum_abs / nranks);
+    double eps = ldexp(1.0, 1 - float_precision(dt));
+    const small_float_t *f = small_fmt(dt);
+    double tiny = f ? ldexp(1.0, 1 - f->bias - f->mbits) : 0.0;
+    return (double)(nranks + 2) * (eps * (sum_abs / nranks) + tiny);
 }
 
 static tst_scalar_t gen_reference(const gen_t *g, size_t index, double *tol)
 {
     tst_scalar_t acc, v;
     int n = g->nranks;
+    int premul = g->op == TST_OP_PREMULSUM;
     if (tol)
         *tol = 0.0;
     acc = gen_value(g, 0, index);
 
     if (g->is_float) {
+        if (premul)
+            acc.f *= g->scalar[0].f;
         double sum_abs = fabs(acc.f);
         for (int r = 1; r < n; r++) {
             v = gen_value(g, r, index);
             switch ((int)g->op) {
+            case TST_OP_PREMULSUM: v.f *= g->scalar[r].f; /* fall through */
             case CCL_SUM:
             case CCL_AVG: acc.f += v.f; sum_abs += fabs(v.f); break;
             case CCL_PROD: acc.f *= v.f; break;
@@ -405,15 +674,17 @@ static tst_scalar_t gen_reference(const gen_t *g, size_t index, double *tol)
                 *tol = tol_avg(g->dt, n, sum_abs);
         }
         /* Round to the type once: exact for everything but avg. */
-        if (g->dt == CCL_FLOAT32)
-            acc.f = (double)(float)acc.f;
+        acc.f = round_to_type(g->dt, acc.f);
         return acc;
     }
 
     if (g->is_signed) {
+        if (premul)
+            acc.i *= g->scalar[0].i;
         for (int r = 1; r < n; r++) {
             v = gen_value(g, r, index);
             switch ((int)g->op) {
+            case TST_OP_PREMULSUM: acc.i += v.i * g->scalar[r].i; break;
             case CCL_SUM:
             case CCL_AVG: acc.i += v.i; break;
             case CCL_PROD: acc.i *= v.i; break;
@@ -427,9 +698,12 @@ static tst_scalar_t gen_reference(const gen_t *g, size_t index, double *tol)
         return acc;
     }
 
+    if (premul)
+        acc.u *= g->scalar[0].u;
     for (int r = 1; r < n; r++) {
         v = gen_value(g, r, index);
         switch ((int)g->op) {
+        case TST_OP_PREMULSUM: acc.u += v.u * g->scalar[r].u; break;
         case CCL_SUM:
         case CCL_AVG: acc.u += v.u; break;
         case CCL_PROD: acc.u *= v.u; break;
@@ -445,8 +719,8 @@ static tst_scalar_t gen_reference(const gen_t *g, size_t index, double *tol)
     return acc;
 }
 
-tst_scalar_t tst_reference_allreduce(ccl_datatype_t dt, ccl_redop_t op, int nranks,
-                                     uint64_t seed, size_t index, double *tol)
+tst_scalar_t tst_reference(ccl_datatype_t dt, ccl_redop_t op, int nranks, uint64_t seed,
+                           size_t index, double *tol)
 {
     gen_t g;
     gen_init(&g, dt, op, nranks, seed);
@@ -485,15 +759,15 @@ static void note_bad(tst_mismatch_t *mm, size_t nbad, size_t index, ccl_datatype
     tst_format(mm->got, sizeof(mm->got), dt, got);
 }
 
-size_t tst_check_allreduce(const void *recv, size_t count, ccl_datatype_t dt, ccl_redop_t op,
-                           int nranks, uint64_t seed, tst_mismatch_t *mm)
+size_t tst_check_reduced(const void *recv, size_t count, ccl_datatype_t dt, ccl_redop_t op,
+                         int nranks, uint64_t seed, size_t first, tst_mismatch_t *mm)
 {
     gen_t g;
     size_t nbad = 0;
     gen_init(&g, dt, op, nranks, seed);
     for (size_t i = 0; i < count; i++) {
         double tol;
-        tst_scalar_t e = gen_reference(&g, i, &tol);
+        tst_scalar_t e = gen_reference(&g, first + i, &tol);
         tst_scalar_t v = tst_load(recv, i, dt);
         if (!tst_equal(dt, e, v, tol))
             note_bad(mm, ++nbad, i, dt, e, v, tol);
@@ -503,36 +777,40 @@ size_t tst_check_allreduce(const void *recv, size_t count, ccl_datatype_t dt, cc
     return nbad;
 }
 
+/* Bit for bit: data that was only moved, or must not have been touched,
+ * keeps its exact bytes. Compared a chunk at a time against a freshly
+ * generated copy; only a chunk that differs is looked at element by element. */
 size_t tst_check_input(const void *buf, size_t count, ccl_datatype_t dt, ccl_redop_t op,
                        int nranks, uint64_t seed, int rank, size_t first, tst_mismatch_t *mm)
 {
-    gen_t g;
-    size_t nbad = 0;
-    gen_init(&g, dt, op, nranks, seed);
-    for (size_t k = 0; k < count; k++) {
-        tst_scalar_t e = gen_value(&g, rank, first + k);
-        /* Round-trip through the type so float32 compares as stored. */
-        char tmp[8];
-        tst_store(tmp, 0, dt, e);
-        e = tst_load(tmp, 0, dt);
-        tst_scalar_t v = tst_load(buf, k, dt);
-        if (!tst_equal(dt, e, v, 0.0))
-            note_bad(mm, ++nbad, k, dt, e, v, 0.0);
+    enum { CHUNK = 4096 };
+    uint64_t want[CHUNK];
+    size_t esz = tst_dtype_size(dt), nbad = 0;
+    for (size_t k0 = 0; k0 < count; k0 += CHUNK) {
+        size_t m = count - k0 < CHUNK ? count - k0 : CHUNK;
+        const char *got = (const char *)buf + k0 * esz;
+        tst_fill_input(want, m, dt, op, nranks, seed, rank, first + k0);
+        if (memcmp(got, want, m * esz) == 0)
+            continue;
+        for (size_t k = 0; k < m; k++) {
+            if (memcmp(got + k * esz, (const char *)want + k * esz, esz) != 0)
+                note_bad(mm, ++nbad, k0 + k, dt, tst_load(want, k, dt), tst_load(got, k, dt), 0.0);
+        }
     }
     if (mm)
         mm->nbad = nbad;
     return nbad;
 }
 
-size_t tst_check_allgather(const void *recv, size_t count, ccl_datatype_t dt, int nranks,
-                           uint64_t seed, tst_mismatch_t *mm)
+size_t tst_check_gathered(const void *recv, size_t count, ccl_datatype_t dt, int nranks,
+                          uint64_t seed, size_t first, tst_mismatch_t *mm)
 {
     size_t nbad = 0;
     size_t esz = tst_dtype_size(dt);
     for (int r = 0; r < nranks; r++) {
         tst_mismatch_t one;
         size_t b = tst_check_input((const char *)recv + (size_t)r * count * esz, count, dt,
-                                   TST_OP_COPY, nranks, seed, r, 0, &one);
+                                   TST_OP_COPY, nranks, seed, r, first, &one);
         if (b && mm && nbad == 0) {
             *mm = one;
             mm->index = (size_t)r * count + one.index;
@@ -542,6 +820,16 @@ size_t tst_check_allgather(const void *recv, size_t count, ccl_datatype_t dt, in
     if (mm)
         mm->nbad = nbad;
     return nbad;
+}
+
+size_t tst_check_bytes(const void *buf, size_t bytes, unsigned char byte)
+{
+    const unsigned char *p = buf;
+    for (size_t k = 0; k < bytes; k++) {
+        if (p[k] != byte)
+            return k;
+    }
+    return bytes;
 }
 
 /* ---- guarded buffers ------------------------------------------------------ */
@@ -573,6 +861,8 @@ void *tst_gbuf_alloc(tst_gbuf_t *g, size_t bytes, size_t misalign, int use_ccl_m
 
 int tst_gbuf_check(const tst_gbuf_t *g, char *msg, size_t msglen)
 {
+    if (!g->base) /* never allocated: nothing to damage */
+        return 0;
     for (unsigned char *p = g->base; p < g->user; p++) {
         if (*p != TST_GUARD_BYTE) {
             snprintf(msg, msglen, "byte %td before the buffer was overwritten (0x%02x)",
@@ -726,4 +1016,12 @@ long tst_env_long(const char *name, long dflt)
     char *end;
     long v = strtol(s, &end, 0);
     return (errno || *end) ? dflt : v;
+}
+
+uint64_t tst_seed(const char *name)
+{
+    uint64_t seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
+    printf("%s: seed %llu\n", name, (unsigned long long)seed);
+    fflush(stdout);
+    return seed;
 }

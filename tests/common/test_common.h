@@ -24,9 +24,12 @@ extern "C" {
 /* Pseudo-op for data that is only moved, never reduced (allgather): full
  * range integers and arbitrary finite floats. */
 #define TST_OP_COPY ((ccl_redop_t)-1)
+/* Pseudo-op for a premulsum operator: the test creates one per call with
+ * ccl_redop_create_premulsum and this rank's tst_premul_scalar(). */
+#define TST_OP_PREMULSUM ((ccl_redop_t)-2)
 
-/* The dtypes and ops every test sweeps (ccl's 16- and 8-bit float types are
- * outside the scope of these tests). */
+/* The dtypes and ops every test sweeps: all of ccl_datatype_t, and the
+ * five built-in ops plus premulsum (MPI cross-checks skip what MPI lacks). */
 extern const ccl_datatype_t tst_dtypes[];
 extern const int tst_num_dtypes;
 extern const ccl_redop_t tst_ops[];
@@ -35,6 +38,7 @@ extern const int tst_num_ops;
 size_t tst_dtype_size(ccl_datatype_t dt);
 const char *tst_dtype_name(ccl_datatype_t dt);
 const char *tst_op_name(ccl_redop_t op);
+/* Any of the six float types (16- and 8-bit ones included). */
 int tst_dtype_is_float(ccl_datatype_t dt);
 
 /* 64-bit mixing hash (splitmix64 finalizer). */
@@ -50,6 +54,11 @@ typedef union {
     double f;
 } tst_scalar_t;
 
+/* The premulsum scalar of `rank` (same on every call with this seed): small
+ * integers for integer types (any value for unsigned ones, which wrap), +-2^k
+ * for float types, sized with the inputs so that every sum stays exact. */
+tst_scalar_t tst_premul_scalar(ccl_datatype_t dt, int nranks, uint64_t seed, int rank);
+
 /* Input element `index` of `rank` for a collective over nranks ranks. */
 tst_scalar_t tst_input(ccl_datatype_t dt, ccl_redop_t op, int nranks, uint64_t seed,
                        int rank, size_t index);
@@ -62,10 +71,11 @@ tst_scalar_t tst_load(const void *buf, size_t index, ccl_datatype_t dt);
 /* Writes v as text ("-3", "0x..", "1.25") into out. */
 void tst_format(char *out, size_t outlen, ccl_datatype_t dt, tst_scalar_t v);
 
-/* Expected allreduce result at `index` (serial reduction over ranks 0..n-1),
- * and the tolerance allowed for it (0 unless op is AVG on a float type). */
-tst_scalar_t tst_reference_allreduce(ccl_datatype_t dt, ccl_redop_t op, int nranks,
-                                     uint64_t seed, size_t index, double *tol);
+/* Expected reduction result at `index` (serial reduction over ranks 0..n-1
+ * of their inputs at `index`), and the tolerance allowed for it (0 unless op
+ * is AVG on a float type). */
+tst_scalar_t tst_reference(ccl_datatype_t dt, ccl_redop_t op, int nranks, uint64_t seed,
+                           size_t index, double *tol);
 
 /* Details of the first bad element of a check. */
 typedef struct {
@@ -80,13 +90,18 @@ int tst_equal(ccl_datatype_t dt, tst_scalar_t expected, tst_scalar_t got, double
 
 /* Each returns the number of bad elements (0 = pass) and describes the first
  * one in *mm. */
-size_t tst_check_allreduce(const void *recv, size_t count, ccl_datatype_t dt, ccl_redop_t op,
-                           int nranks, uint64_t seed, tst_mismatch_t *mm);
-size_t tst_check_allgather(const void *recv, size_t count, ccl_datatype_t dt, int nranks,
-                           uint64_t seed, tst_mismatch_t *mm);
+/* recv[k] against the reduction of every rank's input at first + k. */
+size_t tst_check_reduced(const void *recv, size_t count, ccl_datatype_t dt, ccl_redop_t op,
+                         int nranks, uint64_t seed, size_t first, tst_mismatch_t *mm);
+/* Block p of recv (count elements) against rank p's copy input at first + k. */
+size_t tst_check_gathered(const void *recv, size_t count, ccl_datatype_t dt, int nranks,
+                          uint64_t seed, size_t first, tst_mismatch_t *mm);
 /* Checks buf[k] == tst_input(..., rank, first + k): an unmodified send buffer. */
 size_t tst_check_input(const void *buf, size_t count, ccl_datatype_t dt, ccl_redop_t op,
                        int nranks, uint64_t seed, int rank, size_t first, tst_mismatch_t *mm);
+/* Index of the first of `bytes` bytes that is not `byte`, or `bytes` when all
+ * are: a buffer the library had no business writing. */
+size_t tst_check_bytes(const void *buf, size_t bytes, unsigned char byte);
 
 /* A buffer with guard bytes on both sides to catch out-of-bounds writes.
  * The user pointer sits `misalign` bytes past a 64-byte boundary, so a test
@@ -106,7 +121,8 @@ typedef struct {
 /* Returns the user pointer, never NULL (aborts the process on allocation
  * failure). The user bytes are filled with TST_FILL_BYTE. */
 void *tst_gbuf_alloc(tst_gbuf_t *g, size_t bytes, size_t misalign, int use_ccl_mem);
-/* 0 when both guards are intact; otherwise describes the first damaged byte. */
+/* 0 when both guards are intact (or g was never allocated); otherwise
+ * describes the first damaged byte. */
 int tst_gbuf_check(const tst_gbuf_t *g, char *msg, size_t msglen);
 void tst_gbuf_free(tst_gbuf_t *g);
 
@@ -126,6 +142,10 @@ int tst_timeout(int base_s);
 
 /* Environment integer with a default (for scaling tests down or up). */
 long tst_env_long(const char *name, long dflt);
+
+/* The base seed of a test: CCL_TEST_SEED (default 12345), printed as
+ * "<name>: seed N" so that a failure can be replayed. */
+uint64_t tst_seed(const char *name);
 
 #ifdef __cplusplus
 }

@@ -145,6 +145,12 @@ ccl_comm_t tst_comm_init(tst_ctx_t *ctx)
     return tst_comm_init_id(ctx, ctx->id);
 }
 
+void tst_comm_destroy(tst_ctx_t *ctx, ccl_comm_t comm)
+{
+    tst_set_case(ctx, "ccl_comm_destroy");
+    TST_CCL(ctx, comm, ccl_comm_destroy(comm));
+}
+
 /* Stacks of a stuck rank say more than any message; gdb is optional. */
 static void dump_stacks(pid_t pid)
 {

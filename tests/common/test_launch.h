@@ -61,6 +61,9 @@ void tst_fatal(tst_ctx_t *ctx, const char *fmt, ...)
 ccl_comm_t tst_comm_init(tst_ctx_t *ctx);
 ccl_comm_t tst_comm_init_id(tst_ctx_t *ctx, ccl_unique_id_t id);
 
+/* ccl_comm_destroy, fatal for the rank when it fails. */
+void tst_comm_destroy(tst_ctx_t *ctx, ccl_comm_t comm);
+
 /* Calls a ccl function; anything but CCL_SUCCESS is fatal for the rank. */
 #define TST_CCL(ctx, comm, call)                                                            \
     do {                                                                                     \

@@ -10,6 +10,9 @@
  *    of its threads calls ccl_comm_abort; the blocked call must return an
  *    error, and the other ranks, arriving later, must see an error too (at
  *    the latest on their next collective, which rank 0 never enters).
+ * Both run with allreduce, alltoall and a broadcast rooted at the failing
+ * rank (collectives in which every survivor depends on that rank, so every
+ * survivor must notice), on a small and a large count.
  * CCL_TIMEOUT is lowered (unless set) so that even a library that only
  * notices through its timeout passes within the deadline; what is tested
  * is that no rank waits forever.
@@ -32,12 +35,15 @@ static uint64_t base_seed;
 /* The count picks the path: small ones go one-shot, large ones through
  * the ring and the FIFOs, and each path must notice on its own. */
 static size_t g_count;
+static tst_coll_t g_coll;
 
 static tst_case_t small_case(int nranks, int k)
 {
-    tst_case_t c = {.coll = TST_ALLREDUCE, .dt = CCL_INT32, .op = CCL_SUM, .count = g_count,
+    tst_case_t c = {.coll = g_coll, .dt = CCL_INT32, .op = CCL_SUM, .count = g_count,
                     .inplace = 0, .misalign = 0,
-                    .seed = tst_case_seed(base_seed, (uint64_t)nranks, (uint64_t)k, 23, 23)};
+                    .seed = tst_case_seed(base_seed, (uint64_t)nranks, (uint64_t)k, 23, 23),
+                    /* the rank that fails: the last dies (cases 0, 1), 0 aborts */
+                    .root = k < 2 ? nranks - 1 : 0};
     return c;
 }
 
@@ -47,16 +53,18 @@ static ccl_result_t expect_failure(tst_ctx_t *ctx, ccl_comm_t comm, const tst_ca
 {
     tst_bufs_t b;
     tst_case_prepare(c, ctx->rank, ctx->nranks, &b, 0);
-    tst_set_case(ctx, "%s: allreduce that must fail", scenario);
+    tst_set_case(ctx, "%s: %s that must fail", scenario, tst_coll_name(c->coll));
     double t0 = tst_now();
     ccl_result_t rc = tst_case_issue(c, &b, comm, NULL);
     double dt = tst_now() - t0;
     if (rc == CCL_SUCCESS) {
-        tst_fail(ctx, "%s: allreduce succeeded although a peer is gone", scenario);
+        tst_fail(ctx, "%s: %s succeeded although a peer is gone", scenario,
+                 tst_coll_name(c->coll));
     } else {
         const char *msg = ccl_get_last_error(comm);
         if (!msg || !msg[0])
-            tst_fail(ctx, "%s: allreduce failed with %s but left no message", scenario,
+            tst_fail(ctx, "%s: %s failed with %s but left no message", scenario,
+                     tst_coll_name(c->coll),
                      ccl_get_error_string(rc));
         if (dt > NOTICE_S)
             tst_fail(ctx, "%s: took %.1f s to report %s", scenario, dt, ccl_get_error_string(rc));
@@ -161,15 +169,18 @@ int main(void)
     int failed = 0;
     /* Bounds the wait of a library that only notices by timing out. */
     setenv("CCL_TIMEOUT", "30", 0);
-    base_seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
-    printf("test_fault: seed %llu\n", (unsigned long long)base_seed);
+    base_seed = tst_seed("test_fault");
     static const size_t counts[] = {1021, ((size_t)1 << 20) + 3};
-    for (int k = 0; k < 2; k++) {
-        g_count = counts[k];
-        printf("count %zu:\n", g_count);
-        failed += tst_run_ranks("fault-peer-death", 3, 90, peer_death_body, NULL) != 0;
-        failed += tst_run_ranks("fault-peer-death", 4, 90, peer_death_body, NULL) != 0;
-        failed += tst_run_ranks("fault-abort", 3, 90, abort_body, NULL) != 0;
+    static const tst_coll_t colls[] = {TST_ALLREDUCE, TST_ALLTOALL, TST_BROADCAST};
+    for (int ci = 0; ci < 3; ci++) {
+        g_coll = colls[ci];
+        for (int k = 0; k < 2; k++) {
+            g_count = counts[k];
+            printf("%s, count %zu:\n", tst_coll_name(g_coll), g_count);
+            failed += tst_run_ranks("fault-peer-death", 3, 90, peer_death_body, NULL) != 0;
+            failed += tst_run_ranks("fault-peer-death", 4, 90, peer_death_body, NULL) != 0;
+            failed += tst_run_ranks("fault-abort", 3, 90, abort_body, NULL) != 0;
+        }
     }
     printf("test_fault: %s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;

@@ -1,7 +1,8 @@
 /*
  * test_init_all.c - several ranks as threads of one process, created with
  * ccl_comm_init_all. Each rank's thread runs blocking collectives on its own
- * communicator (every dtype and op, odd counts, both placements); then one
+ * communicator (allreduce and allgather with every dtype and op, the other
+ * collectives with a few, odd counts, both placements); then one
  * thread drives all ranks through host streams, NCCL's single-thread
  * multi-device pattern, which only works if each stream progresses on its
  * own. Results are checked against the serial reference, guards included.
@@ -65,10 +66,16 @@ static void on_alarm(int sig)
 static const size_t counts[] = {0, 1, 7, 13, 1021};
 #define NCOUNTS (sizeof(counts) / sizeof(counts[0]))
 
-/* All (dtype, op, count, placement) cases for allreduce, then allgather. */
+/* All (dtype, op, count, placement) cases for allreduce, then allgather,
+ * then the other collectives with a few dtypes and ops each (root and peer
+ * distance cycling), so that threads of one process run every kind. */
+#define NOTHER (TST_NUM_COLLS - 2)
+#define OTHER_VARIANTS 4
+
 static int ncases(void)
 {
-    return (tst_num_dtypes * tst_num_ops + tst_num_dtypes) * (int)NCOUNTS * 2;
+    return (tst_num_dtypes * tst_num_ops + tst_num_dtypes + NOTHER * OTHER_VARIANTS) *
+           (int)NCOUNTS * 2;
 }
 
 static tst_case_t make_case(int nranks, int k)
@@ -82,10 +89,17 @@ static tst_case_t make_case(int nranks, int k)
         c.coll = TST_ALLREDUCE;
         c.dt = tst_dtypes[combo / tst_num_ops];
         c.op = tst_ops[combo % tst_num_ops];
-    } else {
+    } else if ((combo -= tst_num_dtypes * tst_num_ops) < tst_num_dtypes) {
         c.coll = TST_ALLGATHER;
-        c.dt = tst_dtypes[combo - tst_num_dtypes * tst_num_ops];
+        c.dt = tst_dtypes[combo];
         c.op = TST_OP_COPY;
+    } else {
+        combo -= tst_num_dtypes;
+        c.coll = (tst_coll_t)(2 + combo / OTHER_VARIANTS);
+        c.dt = tst_dtypes[(combo * 5 + k) % tst_num_dtypes];
+        c.op = tst_coll_reduces(c.coll) ? tst_ops[(combo + k) % tst_num_ops] : TST_OP_COPY;
+        c.root = (combo + k / 2) % nranks;
+        c.null_unused = combo & 1;
     }
     c.count = count;
     c.inplace = inplace;

@@ -1,9 +1,11 @@
 /*
  * test_large.c - large collectives across forked ranks: about 1 Mi + 3
- * elements (an odd count, so no power-of-two chunking lines up) for a spread
- * of dtypes, ops and placements with 3 and 4 ranks, and a 64 MiB float32
- * allreduce over 8 ranks on 2 cores that must finish in seconds (the library
- * must not burn cores spinning while it waits). Buffers come from
+ * elements (an odd count, so no power-of-two chunking lines up) of
+ * allreduce and allgather, and blocks just above 1 MiB of every other
+ * collective, for a spread of dtypes, ops, roots and placements with 2, 3
+ * and 4 ranks, and a 64 MiB float32 allreduce over 8 ranks on 2 cores that
+ * must finish in seconds (the library must not burn cores spinning while it
+ * waits). Buffers come from
  * ccl_mem_alloc, the allocator meant for large collective buffers; every
  * result is checked in full against the serial reference.
  *
@@ -32,8 +34,17 @@ static const large_case_t cases[] = {
     {TST_ALLREDUCE, CCL_UINT8, CCL_PROD, 0},   {TST_ALLREDUCE, CCL_INT64, CCL_MAX, 1},
     {TST_ALLREDUCE, CCL_INT32, CCL_SUM, 1},    {TST_ALLREDUCE, CCL_UINT64, CCL_MIN, 0},
     {TST_ALLREDUCE, CCL_INT8, CCL_SUM, 0},     {TST_ALLREDUCE, CCL_FLOAT32, CCL_PROD, 1},
+    {TST_ALLREDUCE, CCL_FLOAT16, CCL_SUM, 0},  {TST_ALLREDUCE, CCL_BFLOAT16, TST_OP_PREMULSUM, 1},
+    {TST_ALLREDUCE, CCL_FLOAT8_E4M3, CCL_AVG, 0},
     {TST_ALLGATHER, CCL_FLOAT32, TST_OP_COPY, 0}, {TST_ALLGATHER, CCL_INT8, TST_OP_COPY, 1},
     {TST_ALLGATHER, CCL_UINT64, TST_OP_COPY, 1},
+    /* The others with blocks just above 1 MiB (their buffers hold up to
+     * nranks blocks). */
+    {TST_REDUCE_SCATTER, CCL_FLOAT32, CCL_SUM, 0}, {TST_REDUCE_SCATTER, CCL_FLOAT16, CCL_MAX, 1},
+    {TST_REDUCE, CCL_FLOAT64, TST_OP_PREMULSUM, 0}, {TST_REDUCE, CCL_INT32, CCL_SUM, 1},
+    {TST_BROADCAST, CCL_INT32, TST_OP_COPY, 0},   {TST_BCAST, CCL_FLOAT8_E5M2, TST_OP_COPY, 1},
+    {TST_ALLTOALL, CCL_UINT8, TST_OP_COPY, 0},    {TST_GATHER, CCL_BFLOAT16, TST_OP_COPY, 1},
+    {TST_SCATTER, CCL_INT64, TST_OP_COPY, 1},     {TST_SENDRECV, CCL_UINT32, TST_OP_COPY, 0},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -46,15 +57,17 @@ static int odd_body(tst_ctx_t *ctx, void *arg)
             .coll = cases[k].coll,
             .dt = cases[k].dt,
             .op = cases[k].op,
-            .count = BIG_ODD,
+            .count = cases[k].coll == TST_ALLREDUCE || cases[k].coll == TST_ALLGATHER
+                         ? BIG_ODD
+                         : ((size_t)1 << 20) / tst_dtype_size(cases[k].dt) + 3,
             .inplace = cases[k].inplace,
             .misalign = 0,
             .seed = tst_case_seed(base_seed, (uint64_t)ctx->nranks, k, 7, 7),
+            .root = (int)k % ctx->nranks,
         };
         tst_run_case(ctx, comm, &tc, 1);
     }
-    tst_set_case(ctx, "ccl_comm_destroy");
-    TST_CCL(ctx, comm, ccl_comm_destroy(comm));
+    tst_comm_destroy(ctx, comm);
     return 0;
 }
 
@@ -92,16 +105,14 @@ static int big_body(tst_ctx_t *ctx, void *arg)
             tst_fail(ctx, "%s", msg);
         tst_case_release(&b);
     }
-    tst_set_case(ctx, "ccl_comm_destroy");
-    TST_CCL(ctx, comm, ccl_comm_destroy(comm));
+    tst_comm_destroy(ctx, comm);
     return 0;
 }
 
 int main(void)
 {
     int failed = 0;
-    base_seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
-    printf("test_large: seed %llu\n", (unsigned long long)base_seed);
+    base_seed = tst_seed("test_large");
     failed += tst_run_ranks("large-odd", 2, 120, odd_body, NULL) != 0;
     failed += tst_run_ranks("large-odd", 3, 120, odd_body, NULL) != 0;
     failed += tst_run_ranks("large-odd", 4, 120, odd_body, NULL) != 0;

@@ -3,6 +3,7 @@
  * counter and sequence bugs that a single call never exercises: counters
  * that wrap, slots reused before the reader is done, state left over from
  * the previous operation. Phase 1 runs a thousand small mixed collectives
+ * (every collective of ccl.h and a send/recv ring)
  * (sizes and types change every call, a few exceed a typical slot) checking
  * each one. Phase 2 issues a burst back to back on distinct buffers and
  * checks them only afterwards, so fast ranks run far ahead of slow ones.
@@ -11,6 +12,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test_coll.h"
 #include "test_common.h"
@@ -18,18 +20,23 @@
 
 static uint64_t base_seed;
 
-/* Case k of the sequence: identical on every rank, different for every k. */
+/* Case k of the sequence: identical on every rank, different for every k;
+ * any collective (a quarter of them allgather, as before the others came). */
 static tst_case_t make_case(int nranks, int phase, int k)
 {
     uint64_t h = tst_case_seed(base_seed, (uint64_t)nranks, (uint64_t)phase, (uint64_t)k, 3);
     tst_case_t c;
-    c.coll = (h & 3) == 0 ? TST_ALLGATHER : TST_ALLREDUCE;
+    memset(&c, 0, sizeof(c));
+    c.coll = (h & 3) == 0 ? TST_ALLGATHER
+             : (h & 3) == 1 ? TST_ALLREDUCE
+                            : (tst_coll_t)((h >> 44) % TST_NUM_COLLS);
     c.dt = tst_dtypes[(h >> 2) % (uint64_t)tst_num_dtypes];
-    c.op = c.coll == TST_ALLGATHER ? TST_OP_COPY : tst_ops[(h >> 8) % (uint64_t)tst_num_ops];
+    c.op = tst_coll_reduces(c.coll) ? tst_ops[(h >> 8) % (uint64_t)tst_num_ops] : TST_OP_COPY;
     /* Mostly 1..64 elements; 1 in 16 is larger than a typical FIFO slot. */
     c.count = ((h >> 16) & 15) == 0 ? 20000 + (h >> 24) % 50000 : 1 + (h >> 24) % 64;
-    c.inplace = (int)((h >> 40) & 1);
-    c.misalign = 0;
+    c.inplace = (int)((h >> 40) % 3); /* out of place, in place, in place on even ranks */
+    c.root = (int)((h >> 50) % (uint64_t)nranks);
+    c.null_unused = (int)((h >> 58) & 1);
     c.seed = h;
     return c;
 }

@@ -1,6 +1,7 @@
 /*
  * test_streams.c - host streams across forked ranks: several collectives
- * queued on one stream and checked after ccl_stream_synchronize; a query
+ * (every kind in turn, a send/recv ring included) queued on one stream and
+ * checked after ccl_stream_synchronize; a query
  * that must report CCL_IN_PROGRESS because the peers have provably not
  * joined yet, then CCL_SUCCESS once synchronized; ccl_stream_destroy with
  * work still queued (it must synchronize first); and a blocking call on the
@@ -9,6 +10,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "test_coll.h"
 #include "test_common.h"
@@ -23,17 +25,19 @@ static tst_case_t queued_case(int nranks, int phase, int k)
     static const size_t counts[] = {1, 13, 1021, 65537};
     uint64_t h = tst_case_seed(base_seed, (uint64_t)nranks, (uint64_t)phase, (uint64_t)k, 11);
     tst_case_t c;
-    c.coll = (k % 3) == 2 ? TST_ALLGATHER : TST_ALLREDUCE;
+    memset(&c, 0, sizeof(c));
+    /* Every collective in turn (phase 2 needs an allreduce at k == 0). */
+    c.coll = (tst_coll_t)((size_t)k % TST_NUM_COLLS);
     c.dt = tst_dtypes[(size_t)k % (size_t)tst_num_dtypes];
-    c.op = c.coll == TST_ALLGATHER ? TST_OP_COPY : tst_ops[(size_t)k % (size_t)tst_num_ops];
+    c.op = tst_coll_reduces(c.coll) ? tst_ops[(size_t)k % (size_t)tst_num_ops] : TST_OP_COPY;
     c.count = counts[(h >> 4) % 4];
     c.inplace = k & 1;
-    c.misalign = 0;
+    c.root = (int)((h >> 8) % (uint64_t)nranks);
     c.seed = h;
     return c;
 }
 
-static void issue_or_die(tst_ctx_t *ctx, const tst_case_t *c, const tst_bufs_t *b,
+static void issue_or_die(tst_ctx_t *ctx, const tst_case_t *c, tst_bufs_t *b,
                          ccl_comm_t comm, ccl_stream_t stream)
 {
     char what[160];

@@ -1,11 +1,18 @@
 /*
  * test_mpi_crosscheck.c - ccl against Open MPI on the same data, under
  * mpirun (run with -np 3 and -np 4). Rank 0 makes the ccl unique id and
- * MPI_Bcast shares it; then for every dtype both libraries support, every
- * op, odd counts and both placements, ccl_allreduce is compared with
- * MPI_Allreduce and ccl_allgather with MPI_Allgather. MPI has no average,
- * so ccl's avg is compared with MPI's sum / nranks (integer division for
- * integer types, as NCCL defines avg).
+ * MPI_Bcast shares it; then for every dtype both libraries support (the
+ * integer types, float32, float64), every op, odd counts and both
+ * placements, ccl_allreduce is compared with MPI_Allreduce and ccl_allgather
+ * with MPI_Allgather. MPI has no average, so ccl's avg is compared with
+ * MPI's sum / nranks (integer division for integer types, as NCCL defines
+ * avg). Then the other collectives, for sum, prod, max and min, roots 0,
+ * middle and last, in place (MPI_IN_PLACE on the MPI side) and out of
+ * place: ccl_reduce_scatter against MPI_Reduce_scatter_block, ccl_broadcast
+ * and ccl_bcast against MPI_Bcast, ccl_reduce against MPI_Reduce,
+ * ccl_alltoall against MPI_Alltoall, ccl_gather against MPI_Gather,
+ * ccl_scatter against MPI_Scatter, and a ccl_send/ccl_recv ring in a group
+ * against MPI_Sendrecv (peer distances 0, 1 and the middle).
  *
  * Exactness: the inputs come from tests/common's generator, which draws
  * float sum data from small dyadic values (every partial sum exact in any
@@ -32,6 +39,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test_coll.h"
 #include "test_common.h"
 
 static int g_rank, g_nranks, g_failures;
@@ -60,7 +68,7 @@ static MPI_Op mpi_op(ccl_redop_t op)
     case CCL_MAX: return MPI_MAX;
     case CCL_MIN: return MPI_MIN;
     case CCL_AVG: return MPI_SUM; /* divided by nranks afterwards */
-    default: return MPI_OP_NULL;
+    default: return MPI_OP_NULL; /* premulsum */
     }
 }
 
@@ -190,6 +198,25 @@ static void allreduce_case(ccl_datatype_t dt, ccl_redop_t op, size_t count, int 
     free(sum_abs);
 }
 
+/* Data that was only moved: ccl's n elements must be MPI's, bit for bit;
+ * block is the per-rank count, to name whose part differs. */
+static void compare_bytes(const char *what, ccl_datatype_t dt, size_t block, size_t n,
+                          const void *ccl_res, const void *mpi_res)
+{
+    size_t esz = tst_dtype_size(dt);
+    if (!n || memcmp(ccl_res, mpi_res, n * esz) == 0)
+        return;
+    size_t i = 0;
+    while (memcmp((const char *)ccl_res + i * esz, (const char *)mpi_res + i * esz, esz) == 0)
+        i++;
+    char detail[300], e[64], gs[64];
+    tst_format(e, sizeof(e), dt, tst_load(mpi_res, i, dt));
+    tst_format(gs, sizeof(gs), dt, tst_load(ccl_res, i, dt));
+    snprintf(detail, sizeof(detail), "first difference at index %zu (block %zu): MPI %s, ccl %s", i,
+             block ? i / block : 0, e, gs);
+    fail(what, detail);
+}
+
 static void allgather_case(ccl_datatype_t dt, size_t count, int inplace, uint64_t seed)
 {
     char what[200], guard[160];
@@ -218,22 +245,152 @@ static void allgather_case(ccl_datatype_t dt, size_t count, int inplace, uint64_
         MPI_Allgather(send, (int)count, mpi_type(dt), mpi_recv, (int)count, mpi_type(dt),
                       MPI_COMM_WORLD);
     }
-    if (total && memcmp(ccl_recv, mpi_recv, total) != 0) {
-        size_t i = 0;
-        while (memcmp((char *)ccl_recv + i * esz, (char *)mpi_recv + i * esz, esz) == 0)
-            i++;
-        char detail[300], e[64], gs[64];
-        tst_format(e, sizeof(e), dt, tst_load(mpi_recv, i, dt));
-        tst_format(gs, sizeof(gs), dt, tst_load(ccl_recv, i, dt));
-        snprintf(detail, sizeof(detail), "first difference at index %zu (rank %zu's part): MPI %s, ccl %s",
-                 i, count ? i / count : 0, e, gs);
-        fail(what, detail);
-    }
+    compare_bytes(what, dt, count, total / (esz ? esz : 1), ccl_recv, mpi_recv);
     if (tst_gbuf_check(&g, guard, sizeof(guard)))
         fail(what, guard);
     tst_gbuf_free(&g);
     free(send);
     free(mpi_recv);
+}
+
+/* One case of the other collectives: ccl runs it through tests/common's
+ * case machinery (guarded buffers, result and untouched-input checks), MPI
+ * on its own copies of the same inputs; then the results must agree. */
+static void other_case(const tst_case_t *c)
+{
+    char what[200], msg[600];
+    int n = g_nranks, r = g_rank, root = c->root, is_root = r == root;
+    size_t cnt = c->count, esz = tst_dtype_size(c->dt), nc = (size_t)n * cnt;
+    MPI_Datatype t = mpi_type(c->dt);
+    MPI_Op op = mpi_op(c->op);
+    ccl_redop_t dop = tst_coll_reduces(c->coll) ? c->op : TST_OP_COPY;
+    int ic = (int)cnt, inplace = c->inplace && tst_coll_has_inplace(c->coll);
+    tst_bufs_t b;
+    tst_case_str(c, n, what, sizeof(what));
+
+    /* MPI's input: this rank's send data as ccl's case has it (n blocks
+     * where the send side has n), and room for n blocks of result. */
+    void *in = xmalloc(nc * esz), *out = xmalloc(nc * esz);
+    tst_fill_input(in, nc, c->dt, dop, n, c->seed, r, 0);
+    memset(out, 0, nc * esz);
+
+    tst_case_prepare(c, r, n, &b, 0);
+    check_ccl(tst_case_issue(c, &b, g_comm, NULL), what);
+    if (tst_case_verify(c, r, n, &b, msg, sizeof(msg)))
+        fail("against the serial reference", msg);
+
+    const void *ccl_res = b.recvp, *mpi_res = out;
+    size_t res_elems = cnt, block = cnt;
+    int reduced = 0, have = 1;
+    switch (c->coll) {
+    case TST_REDUCE_SCATTER:
+        reduced = 1;
+        if (inplace) {
+            memcpy(out, in, nc * esz);
+            MPI_Reduce_scatter_block(MPI_IN_PLACE, out, ic, t, op, MPI_COMM_WORLD);
+        } else {
+            MPI_Reduce_scatter_block(in, out, ic, t, op, MPI_COMM_WORLD);
+        }
+        break;
+    case TST_BROADCAST:
+    case TST_BCAST:
+        if (is_root)
+            memcpy(out, in, cnt * esz);
+        MPI_Bcast(out, ic, t, root, MPI_COMM_WORLD);
+        break;
+    case TST_REDUCE:
+        reduced = 1;
+        have = is_root;
+        if (inplace && is_root) {
+            memcpy(out, in, cnt * esz);
+            MPI_Reduce(MPI_IN_PLACE, out, ic, t, op, root, MPI_COMM_WORLD);
+        } else {
+            MPI_Reduce(in, out, ic, t, op, root, MPI_COMM_WORLD);
+        }
+        break;
+    case TST_ALLTOALL:
+        res_elems = nc;
+        MPI_Alltoall(in, ic, t, out, ic, t, MPI_COMM_WORLD);
+        break;
+    case TST_GATHER:
+        res_elems = nc;
+        have = is_root;
+        if (inplace && is_root) {
+            memcpy((char *)out + (size_t)root * cnt * esz, in, cnt * esz);
+            MPI_Gather(MPI_IN_PLACE, ic, t, out, ic, t, root, MPI_COMM_WORLD);
+        } else {
+            MPI_Gather(in, ic, t, out, ic, t, root, MPI_COMM_WORLD);
+        }
+        break;
+    case TST_SCATTER:
+        if (inplace && is_root) {
+            MPI_Scatter(in, ic, t, MPI_IN_PLACE, ic, t, root, MPI_COMM_WORLD);
+            mpi_res = (char *)in + (size_t)root * cnt * esz; /* the root's block stays put */
+        } else {
+            MPI_Scatter(in, ic, t, out, ic, t, root, MPI_COMM_WORLD);
+        }
+        break;
+    case TST_SENDRECV: {
+        int d = root % n;
+        MPI_Sendrecv(in, ic, t, (r + d) % n, 7, out, ic, t, (r - d + n) % n, 7, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        break;
+    }
+    default: have = 0; break;
+    }
+    if (have && reduced)
+        compare_allreduce(what, c->dt, c->op, res_elems, ccl_res, mpi_res, NULL);
+    else if (have)
+        compare_bytes(what, c->dt, block, res_elems, ccl_res, mpi_res);
+    tst_case_release(&b);
+    free(in);
+    free(out);
+}
+
+/* Every dtype MPI has; ops sum/prod/max/min for the reducing ones; every
+ * count; both placements; roots 0, middle and last. The big count runs for
+ * one (op, root) per dtype and placement, in turn. Returns the number of
+ * cases run. */
+static int other_collectives(uint64_t base, const size_t *counts, size_t ncounts, size_t big)
+{
+    static const tst_coll_t colls[] = {TST_REDUCE_SCATTER, TST_BROADCAST, TST_BCAST, TST_REDUCE,
+                                       TST_ALLTOALL,       TST_GATHER,    TST_SCATTER, TST_SENDRECV};
+    static const ccl_redop_t ops[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN};
+    const int roots[3] = {0, g_nranks / 2, g_nranks - 1};
+    int k = 0;
+    for (size_t ci = 0; ci < sizeof(colls) / sizeof(colls[0]); ci++) {
+        tst_coll_t coll = colls[ci];
+        int nops = tst_coll_reduces(coll) ? 4 : 1;
+        int nroots = tst_coll_rooted(coll) ? 3 : 1;
+        int nplace = tst_coll_has_inplace(coll) ? 2 : 1;
+        for (int d = 0; d < tst_num_dtypes; d++) {
+            if (mpi_type(tst_dtypes[d]) == MPI_DATATYPE_NULL)
+                continue;
+            for (int o = 0; o < nops; o++) {
+                for (size_t c = 0; c <= ncounts; c++) {
+                    for (int p = 0; p < nplace; p++) {
+                        for (int ri = 0; ri < nroots; ri++) {
+                            if (c == ncounts && (o != (d + p) % nops || ri != (d + 2 * p) % nroots))
+                                continue;
+                            k++;
+                            tst_case_t tc;
+                            memset(&tc, 0, sizeof(tc));
+                            tc.coll = coll;
+                            tc.dt = tst_dtypes[d];
+                            tc.op = tst_coll_reduces(coll) ? ops[o] : TST_OP_COPY;
+                            tc.count = c < ncounts ? counts[c] : big;
+                            tc.inplace = p;
+                            tc.root = roots[ri];
+                            tc.null_unused = k & 1;
+                            tc.seed = tst_case_seed(base, (uint64_t)g_nranks, (uint64_t)k, 4, 0);
+                            other_case(&tc);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return k;
 }
 
 /* General random floats in [-1, 1): each library's sum has error at most
@@ -309,7 +466,11 @@ int main(int argc, char **argv)
 
     int k = 0;
     for (int d = 0; d < tst_num_dtypes; d++) {
+        if (mpi_type(tst_dtypes[d]) == MPI_DATATYPE_NULL)
+            continue;
         for (int o = 0; o < tst_num_ops; o++) {
+            if (mpi_op(tst_ops[o]) == MPI_OP_NULL)
+                continue;
             for (size_t c = 0; c < ncounts; c++) {
                 for (int inplace = 0; inplace < 2; inplace++, k++)
                     allreduce_case(tst_dtypes[d], tst_ops[o], counts[c], inplace,
@@ -330,6 +491,28 @@ int main(int argc, char **argv)
     allgather_case(CCL_FLOAT32, big, 0, tst_case_seed(base, 9, 4, 3, 0));
     general_float_sum(CCL_FLOAT32, 65537, tst_case_seed(base, 9, 5, 3, 0));
     general_float_sum(CCL_FLOAT64, 65537, tst_case_seed(base, 9, 6, 3, 0));
+    k += 6;
+    static const size_t other_counts[] = {0, 1, 7, 1021};
+    k += other_collectives(base, other_counts, sizeof(other_counts) / sizeof(other_counts[0]),
+                           65537);
+    /* Blocks above 1 MiB, once per collective. */
+    {
+        tst_case_t bigc;
+        memset(&bigc, 0, sizeof(bigc));
+        static const tst_coll_t bc[] = {TST_REDUCE_SCATTER, TST_BROADCAST, TST_REDUCE,
+                                        TST_ALLTOALL,       TST_GATHER,    TST_SCATTER,
+                                        TST_SENDRECV};
+        for (size_t j = 0; j < sizeof(bc) / sizeof(bc[0]); j++, k++) {
+            bigc.coll = bc[j];
+            bigc.dt = j & 1 ? CCL_FLOAT32 : CCL_INT32;
+            bigc.op = tst_coll_reduces(bc[j]) ? CCL_SUM : TST_OP_COPY;
+            bigc.count = ((size_t)1 << 20) / 4 + 3;
+            bigc.inplace = (int)(j >> 1) & 1;
+            bigc.root = (int)j % g_nranks;
+            bigc.seed = tst_case_seed(base, 9, 7, j, 0);
+            other_case(&bigc);
+        }
+    }
 
     check_ccl(ccl_comm_destroy(g_comm), "ccl_comm_destroy");
 
@@ -337,7 +520,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(&g_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (g_rank == 0)
         printf("test_mpi_crosscheck: nranks=%d, %d cases, %d mismatches (%.1fs)\n", g_nranks,
-               k + 6, total, MPI_Wtime() - t0);
+               k, total, MPI_Wtime() - t0);
     fflush(stdout);
     fflush(stderr);
     if (total) {

@@ -28,7 +28,10 @@
 enum { MUTATE_NONE, MUTATE_DROP_LAST_STEP, MUTATE_RECV_FIRST, MUTATE_WRONG_PEER };
 static int sim_mutation = MUTATE_NONE;
 
-typedef enum { ALG_RING, ALG_DIRECT, ALG_CHAIN, ALG_PAIRWISE, ALG_TREE, ALG_RD } sim_alg_t;
+typedef enum { ALG_RING, ALG_DIRECT, ALG_CHAIN, ALG_PAIRWISE, ALG_TREE, ALG_RD, ALG_HIER } sim_alg_t;
+
+/* The node layout hierarchical schedules see (NULL: one node). */
+static const sched_layout_t *sim_layout;
 
 typedef struct {
     int nslots;
@@ -227,7 +230,7 @@ static int64_t sim_expect(const sim_call_t *c, int n, int r, size_t j)
 
 static const char *sim_alg_name(sim_alg_t a)
 {
-    static const char *names[] = {"ring", "direct", "chain", "pairwise", "tree", "recursive-doubling"};
+    static const char *names[] = {"ring", "direct", "chain", "pairwise", "tree", "recursive-doubling", "hierarchical"};
     return names[a];
 }
 
@@ -236,7 +239,7 @@ static int sim_setup_op(sim_t *s, int r, sim_op_t *o, char *err, size_t errlen)
 {
     const sim_call_t *c = &o->call;
     int n = s->n;
-    sched_op_t sop = {c->coll, c->count, 8, n, r, c->root, NULL};
+    sched_op_t sop = {c->coll, c->count, 8, n, r, c->root, sim_layout};
     sched_op_extent(&sop, &o->send_elems, &o->recv_elems);
     o->recv_mem = calloc(o->recv_elems + 1, 8);
     if (!o->recv_mem) { snprintf(err, errlen, "out of memory"); return -1; }
@@ -273,6 +276,7 @@ static int sim_setup_op(sim_t *s, int r, sim_op_t *o, char *err, size_t errlen)
     case ALG_PAIRWISE: res = pairwise_schedule(&sop, &o->sched); break;
     case ALG_TREE: res = tree_schedule(&sop, &o->sched); break;
     case ALG_RD: res = rd_schedule(&sop, &o->sched); break;
+    case ALG_HIER: res = hier_schedule(&sop, &o->sched); break;
     default: res = ring_schedule(&sop, &o->sched); break;
     }
     if (res != CCL_SUCCESS) { snprintf(err, errlen, "schedule failed for rank %d", r); return -1; }
@@ -502,6 +506,109 @@ out:
     return rc;
 }
 
+typedef struct {
+    sched_layout_t lay;
+    int *node_of, *local_rank, *node_first, *node_ranks;
+} sim_lay_t;
+
+/* n ranks on nn nodes: node k gets sizes[k] ranks; interleave: rank r goes
+ * to the next node with room in round-robin order (ranks of a node are
+ * then not contiguous), else ranks fill nodes in order. */
+static int sim_lay_build(sim_lay_t *L, int n, int nn, const int *sizes, int interleave)
+{
+    L->node_of = calloc((size_t)n, sizeof(int));
+    L->local_rank = calloc((size_t)n, sizeof(int));
+    L->node_first = calloc((size_t)nn + 1, sizeof(int));
+    L->node_ranks = calloc((size_t)n, sizeof(int));
+    int *fill = calloc((size_t)nn, sizeof(int));
+    if (!L->node_of || !L->local_rank || !L->node_first || !L->node_ranks || !fill)
+        return -1;
+    for (int k = 0; k < nn; k++)
+        L->node_first[k + 1] = L->node_first[k] + sizes[k];
+    int k = 0;
+    for (int r = 0; r < n; r++) {
+        if (interleave) {
+            while (fill[k] == sizes[k]) k = (k + 1) % nn;
+        } else {
+            while (fill[k] == sizes[k]) k++;
+        }
+        L->node_of[r] = k;
+        L->local_rank[r] = fill[k];
+        L->node_ranks[L->node_first[k] + fill[k]++] = r;
+        if (interleave) k = (k + 1) % nn;
+    }
+    free(fill);
+    L->lay = (sched_layout_t){nn, L->node_of, L->local_rank, L->node_first, L->node_ranks};
+    return 0;
+}
+
+static void sim_lay_free(sim_lay_t *L)
+{
+    free(L->node_of);
+    free(L->local_rank);
+    free(L->node_first);
+    free(L->node_ranks);
+}
+
+/* Hierarchical allreduce over even, uneven, one-rank-per-node and
+ * interleaved layouts. */
+static void sim_hier_cases(int n, int *passed, int *failed)
+{
+    int sizes[1024];
+    for (int kind = 0; kind < 4; kind++) {
+        int nn;
+        if (kind == 0) { /* two (or one) even-ish nodes */
+            nn = n >= 2 ? 2 : 1;
+            for (int k = 0; k < nn; k++) sizes[k] = n / nn + (k < n % nn);
+        } else if (kind == 1) { /* uneven: n-1 ranks on one node, 1 on the other */
+            if (n < 3) continue;
+            nn = 2;
+            sizes[0] = n - 1;
+            sizes[1] = 1;
+        } else if (kind == 2) { /* one rank per node */
+            if (n > 128) continue;
+            nn = n;
+            for (int k = 0; k < nn; k++) sizes[k] = 1;
+        } else { /* random node sizes, ranks interleaved */
+            if (n < 4 || n > 64) continue;
+            nn = 0;
+            for (int left = n; left > 0; nn++) {
+                int sz = 1 + (int)(sim_rand() % 4);
+                sizes[nn] = sz < left ? sz : left;
+                left -= sizes[nn];
+            }
+        }
+        sim_lay_t L;
+        if (sim_lay_build(&L, n, nn, sizes, kind == 3) != 0) {
+            printf("FAIL out of memory\n");
+            (*failed)++;
+            return;
+        }
+        sim_layout = &L.lay;
+        size_t counts[] = {0, 1, (size_t)n * 3 + 5, (size_t)n * 29 + 11};
+        /* Past 64 ranks (up to 1024), one even layout and the smaller
+         * counts bound the run time. */
+        if (n > 64 && kind > 0)
+            continue;
+        for (int ci = 0; ci < (n > 64 ? 3 : 4); ci++) {
+            for (int ip = 0; ip < 2; ip++) {
+                char err[256];
+                ccl_redop_t op = (ccl_redop_t)((n + ci + ip + kind) % CCL_NUM_OPS);
+                sim_call_t c = {SCHED_ALLREDUCE, counts[ci], 0, op, ip, ALG_HIER, n + ci};
+                if (sim_run(n, &c, ci % 2 ? 2 : 4, ci % 2 ? 64 : 256, err, sizeof err) == 0) {
+                    (*passed)++;
+                } else {
+                    (*failed)++;
+                    printf("FAIL hierarchical allreduce n=%d nodes=%d layout=%d count=%zu %s op=%s: %s\n", n, nn,
+                           kind, counts[ci], ip ? "in-place" : "out-of-place", dev_op_name(op), err);
+                }
+            }
+        }
+        sim_layout = NULL;
+        sim_lay_free(&L);
+    }
+}
+
 int main(void)
 {
     int ranks[200], nr = 0;
@@ -569,6 +676,7 @@ int main(void)
                 }
             }
         }
+        sim_hier_cases(n, &passed, &failed);
         /* Groups: fused collectives, p2p ring exchange, random all-to-all-v. */
         if (n <= 64) {
             struct { const char *what; int rc; } g[3];

@@ -1,0 +1,167 @@
+/*
+ * hier.c - hierarchical allreduce for ranks spread over several nodes.
+ *
+ * Inter-node links are an order of magnitude slower than shared memory, so
+ * the bytes that cross them must be as few as possible and spread over
+ * every node's ranks (and NICs). Three phases:
+ *   1. intra-node reduce-scatter: the buffer is cut into S shards (S = the
+ *      largest node's rank count); on a node of L ranks, local rank s % L
+ *      owns shard s and receives the node's partial sum of it, through a
+ *      chain along the node's ranks (a ring reduce-scatter when S == L);
+ *   2. inter-node allreduce of each shard among its owners, one per node:
+ *      a ring over the nodes ("rails": shard s travels between the owners
+ *      of s only, so every rank of a node moves its own slice in parallel);
+ *   3. intra-node allgather: each owner broadcasts its shard along its
+ *      node's chain.
+ * Uneven nodes (3 ranks here, 1 there) work because shards are assigned by
+ * s % L on each node: a rank of a small node owns several shards.
+ *
+ * Steps are ordered by phase, then by chain position or ring step, then by
+ * shard, the same on every rank, so each connection carries its messages in
+ * one order on both ends (see engine.h).
+ */
+#include "algos/schedule.h"
+#include "core/err.h"
+
+static int hier_mod(int a, int n) { return ((a % n) + n) % n; }
+
+static sched_step_t *hier_step(sched_t *s, int action, int recv, int send, int src_buf, int dst_buf,
+                               size_t off, size_t len, unsigned flags)
+{
+    sched_step_t *st = sched_add(s);
+    st->action = (unsigned char)action;
+    st->flags = (unsigned char)flags;
+    st->recv_peer = recv;
+    st->send_peer = send;
+    st->src_buf = (unsigned char)src_buf;
+    st->dst_buf = (unsigned char)dst_buf;
+    st->src_off = st->dst_off = off;
+    st->count = len;
+    return st;
+}
+
+/* Ring allreduce of [off, off+len) (the node partial, in recvbuf) among the
+ * owners of one shard: ring[k] is node k's owner, me is our index. */
+/* Unit p of shard sh: the shard cut into nn parts, one per ring step of
+ * phase 2. Every phase works on whole units, so that slice k of a unit
+ * covers the same elements in each phase: the engine's rounds run slice k
+ * of every step in order, and a step may only depend on the same slice of
+ * earlier steps. */
+static void hier_unit(const sched_op_t *op, int S, int sh, int nn, int p, size_t *off, size_t *len)
+{
+    size_t so, sl;
+    sched_partition(op->count, op->elem_size, S, sh, &so, &sl);
+    sched_partition(sl, op->elem_size, nn, p, off, len);
+    *off += so;
+}
+
+static void hier_ring(sched_t *s, const sched_op_t *op, const int *ring, int nn, int me, int S, int sh)
+{
+    size_t po, pl;
+    if (nn == 1) { /* one node: the partial is the result */
+        hier_unit(op, S, sh, 1, 0, &po, &pl);
+        hier_step(s, SCHED_COPY, -1, -1, SCHED_BUF_RECV, SCHED_BUF_RECV, po, pl, SCHED_POSTOP);
+        return;
+    }
+    int prev = ring[hier_mod(me - 1, nn)], next = ring[hier_mod(me + 1, nn)];
+#define PART(p) hier_unit(op, S, sh, nn, hier_mod(p, nn), &po, &pl)
+    PART(me);
+    hier_step(s, SCHED_SEND, -1, next, SCHED_BUF_RECV, SCHED_BUF_NONE, po, pl, 0);
+    for (int t = 1; t < nn - 1; t++) {
+        PART(me - t);
+        hier_step(s, SCHED_RECV_REDUCE_SEND, prev, next, SCHED_BUF_RECV, SCHED_BUF_NONE, po, pl, 0);
+    }
+    PART(me + 1);
+    hier_step(s, SCHED_RECV_REDUCE_COPY_SEND, prev, next, SCHED_BUF_RECV, SCHED_BUF_RECV, po, pl, SCHED_POSTOP);
+    for (int t = 0; t < nn - 2; t++) {
+        PART(me - t);
+        hier_step(s, SCHED_RECV_COPY_SEND, prev, next, SCHED_BUF_NONE, SCHED_BUF_RECV, po, pl, 0);
+    }
+    PART(me + 2);
+    hier_step(s, SCHED_RECV, prev, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, po, pl, 0);
+#undef PART
+}
+
+static ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
+{
+    const sched_layout_t *lay = op->layout;
+    int r = op->rank, nn = lay->nnodes;
+    int node = lay->node_of[r], j = lay->local_rank[r];
+    const int *mine = lay->node_ranks + lay->node_first[node];
+    int L = lay->node_first[node + 1] - lay->node_first[node];
+    int S = 0;
+    for (int k = 0; k < nn; k++) {
+        int sz = lay->node_first[k + 1] - lay->node_first[k];
+        if (sz > S)
+            S = sz;
+    }
+    int myshards = (S - j + L - 1) / L; /* s = j, j+L, ... < S */
+    ccl_result_t res = sched_reserve(s, 2 * S * nn + myshards * (2 * nn + 1) + 4);
+    if (res != CCL_SUCCESS)
+        return res;
+    int prev = mine[hier_mod(j - 1, L)], next = mine[hier_mod(j + 1, L)];
+    size_t off, len;
+    /* 1: chain reduce of shard s ending at its owner s % L. Shards go in
+     * waves of L (one per owner) and units one at a time, so that in each
+     * pass every rank handles one unit per chain position: send, then
+     * receive-and-send, ..., like a ring reduce-scatter, which never needs
+     * more than a slot per connection to progress. */
+    for (int w = 0; w * L < S; w++) {
+        for (int p = 0; p < nn; p++) {
+            for (int t = 0; t < L; t++) {
+                int sh = w * L + hier_mod(j - t - 1, L); /* the shard at position t */
+                if (sh >= S)
+                    continue;
+                hier_unit(op, S, sh, nn, p, &off, &len);
+                if (L == 1)
+                    hier_step(s, SCHED_COPY, -1, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, off, len, 0);
+                else if (t == 0)
+                    hier_step(s, SCHED_SEND, -1, next, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len, 0);
+                else if (t < L - 1)
+                    hier_step(s, SCHED_RECV_REDUCE_SEND, prev, next, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len, 0);
+                else
+                    hier_step(s, SCHED_RECV_REDUCE_COPY, prev, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, off, len, 0);
+            }
+        }
+    }
+    /* 2: each owned shard across nodes, among the owners of that shard. */
+    int ring[nn];
+    for (int sh = j; sh < S; sh += L) {
+        for (int k = 0; k < nn; k++) {
+            int sz = lay->node_first[k + 1] - lay->node_first[k];
+            ring[k] = lay->node_ranks[lay->node_first[k] + sh % sz];
+        }
+        hier_ring(s, op, ring, nn, node, S, sh);
+    }
+    /* 3: chain broadcast of shard s from its owner, in the same waves. */
+    for (int w = 0; L > 1 && w * L < S; w++) {
+        for (int p = 0; p < nn; p++) {
+            for (int t = 0; t < L; t++) {
+                int sh = w * L + hier_mod(j - t, L);
+                if (sh >= S)
+                    continue;
+                hier_unit(op, S, sh, nn, p, &off, &len);
+                if (t == 0)
+                    hier_step(s, SCHED_SEND, -1, next, SCHED_BUF_RECV, SCHED_BUF_NONE, off, len, 0);
+                else if (t < L - 1)
+                    hier_step(s, SCHED_RECV_COPY_SEND, prev, next, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
+                else
+                    hier_step(s, SCHED_RECV, prev, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
+            }
+        }
+    }
+    return CCL_SUCCESS;
+}
+
+ccl_result_t hier_schedule(const sched_op_t *op, sched_t *out)
+{
+    /* Partial sums live in recvbuf between phases and are sent from there
+     * before they are final: no references (the executor would otherwise
+     * send recvbuf data by reference, assuming it final). */
+    sched_reset(out, 1, 0, 1);
+    if (op->coll != SCHED_ALLREDUCE)
+        return err_set(CCL_ERR_INTERNAL, "hierarchical: no schedule for %s", sched_coll_name(op->coll));
+    if (!op->layout || op->layout->nnodes < 1)
+        return err_set(CCL_ERR_INTERNAL, "hierarchical: no node layout");
+    return hier_allreduce(op, out);
+}
