@@ -33,21 +33,9 @@
 #include <unistd.h>
 
 #include "bench_size.h"
+#include "bench_time.h"
 
 #define MAX_SIZES 32
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Compilers may turn malloc+memset(0) into calloc, which does not write fresh
  * mmap pages, and may drop a copy whose result is never read; calling through
@@ -127,11 +115,11 @@ int main(int argc, char **argv)
         }
         copy_fn(dst, src, n);
         for (int i = 0; i < reps; i++) {
-            double t0 = now();
+            double t0 = bench_now();
             copy_fn(dst, src, n);
-            t[i] = now() - t0;
+            t[i] = bench_now() - t0;
         }
-        qsort(t, (size_t)reps, sizeof(double), cmp_double);
+        qsort(t, (size_t)reps, sizeof(double), bench_cmp_double);
         double med = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
         printf("memcpy %zu %.2f\n", n, (double)n / med / 1e9);
         free(src);

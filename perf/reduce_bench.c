@@ -33,29 +33,11 @@
 #include <unistd.h>
 
 #include "bench_size.h"
+#include "bench_time.h"
 #include "device/dtype_conv.h"
 #include "device/reduce.h"
 
 #define MAX_TYPES CCL_NUM_DTYPES
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* Through a volatile pointer so the compiler keeps every timed copy. */
 static void *(*volatile copy_fn)(void *, const void *, size_t) = memcpy;
@@ -232,10 +214,10 @@ int main(int argc, char **argv)
     printf("# best SIMD level on this CPU: %s\n", dev_simd_name(best));
 
     for (int r = -1; r < rounds; r++) { /* round -1 warms up, untimed */
-        double t0 = now();
+        double t0 = bench_now();
         copy_fn(d, a, bytes);
         if (r >= 0)
-            tm[r] = now() - t0;
+            tm[r] = bench_now() - t0;
         for (int l = 0; l < nlevels; l++) {
             dev_simd_force(levels[l]);
             for (int k = 0; k < ntypes; k++) {
@@ -247,9 +229,9 @@ int main(int argc, char **argv)
                     fill(types[k], b, n, 0.5f);
                 }
                 void *dst = inplace ? a : d;
-                t0 = now();
+                t0 = bench_now();
                 dev_reduce(types[k], op, dst, NULL, a, b, n);
-                double dt = now() - t0;
+                double dt = bench_now() - t0;
                 if (r >= 0)
                     tk[((size_t)l * ntypes + k) * rounds + r] = dt;
             }
@@ -257,12 +239,12 @@ int main(int argc, char **argv)
     }
     dev_simd_force(best);
 
-    double mc = 2.0 * (double)bytes / median(tm, rounds) / 1e9;
+    double mc = 2.0 * (double)bytes / bench_median(tm, rounds) / 1e9;
     printf("%-8s %-12s %10s %9s %12s\n", "level", "dtype", "GB/s", "%memcpy", "Gelem/s");
     printf("%-8s %-12s %10.2f %8.1f%% %12s\n", "memcpy", "-", mc, 100.0, "-");
     for (int l = 0; l < nlevels; l++)
         for (int k = 0; k < ntypes; k++) {
-            double med = median(tk + ((size_t)l * ntypes + k) * rounds, rounds);
+            double med = bench_median(tk + ((size_t)l * ntypes + k) * rounds, rounds);
             size_t n = bytes / dev_dtype_size(types[k]);
             double gbs = 3.0 * (double)bytes / med / 1e9;
             printf("%-8s %-12s %10.2f %8.1f%% %12.3f\n", dev_simd_name(levels[l]),

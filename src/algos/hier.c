@@ -25,21 +25,6 @@
 
 static int hier_mod(int a, int n) { return ((a % n) + n) % n; }
 
-static sched_step_t *hier_step(sched_t *s, int action, int recv, int send, int src_buf, int dst_buf,
-                               size_t off, size_t len, unsigned flags)
-{
-    sched_step_t *st = sched_add(s);
-    st->action = (unsigned char)action;
-    st->flags = (unsigned char)flags;
-    st->recv_peer = recv;
-    st->send_peer = send;
-    st->src_buf = (unsigned char)src_buf;
-    st->dst_buf = (unsigned char)dst_buf;
-    st->src_off = st->dst_off = off;
-    st->count = len;
-    return st;
-}
-
 /* Ring allreduce of [off, off+len) (the node partial, in recvbuf) among the
  * owners of one shard: ring[k] is node k's owner, me is our index. */
 /* Unit p of shard sh: the shard cut into nn parts, one per ring step of
@@ -60,25 +45,25 @@ static void hier_ring(sched_t *s, const sched_op_t *op, const int *ring, int nn,
     size_t po, pl;
     if (nn == 1) { /* one node: the partial is the result */
         hier_unit(op, S, sh, 1, 0, &po, &pl);
-        hier_step(s, SCHED_COPY, -1, -1, SCHED_BUF_RECV, SCHED_BUF_RECV, po, pl, SCHED_POSTOP);
+        sched_add_step(s, SCHED_COPY, -1, -1, SCHED_BUF_RECV, SCHED_BUF_RECV, po, pl, SCHED_POSTOP);
         return;
     }
     int prev = ring[hier_mod(me - 1, nn)], next = ring[hier_mod(me + 1, nn)];
 #define PART(p) hier_unit(op, S, sh, nn, hier_mod(p, nn), &po, &pl)
     PART(me);
-    hier_step(s, SCHED_SEND, -1, next, SCHED_BUF_RECV, SCHED_BUF_NONE, po, pl, 0);
+    sched_add_step(s, SCHED_SEND, -1, next, SCHED_BUF_RECV, SCHED_BUF_NONE, po, pl, 0);
     for (int t = 1; t < nn - 1; t++) {
         PART(me - t);
-        hier_step(s, SCHED_RECV_REDUCE_SEND, prev, next, SCHED_BUF_RECV, SCHED_BUF_NONE, po, pl, 0);
+        sched_add_step(s, SCHED_RECV_REDUCE_SEND, prev, next, SCHED_BUF_RECV, SCHED_BUF_NONE, po, pl, 0);
     }
     PART(me + 1);
-    hier_step(s, SCHED_RECV_REDUCE_COPY_SEND, prev, next, SCHED_BUF_RECV, SCHED_BUF_RECV, po, pl, SCHED_POSTOP);
+    sched_add_step(s, SCHED_RECV_REDUCE_COPY_SEND, prev, next, SCHED_BUF_RECV, SCHED_BUF_RECV, po, pl, SCHED_POSTOP);
     for (int t = 0; t < nn - 2; t++) {
         PART(me - t);
-        hier_step(s, SCHED_RECV_COPY_SEND, prev, next, SCHED_BUF_NONE, SCHED_BUF_RECV, po, pl, 0);
+        sched_add_step(s, SCHED_RECV_COPY_SEND, prev, next, SCHED_BUF_NONE, SCHED_BUF_RECV, po, pl, 0);
     }
     PART(me + 2);
-    hier_step(s, SCHED_RECV, prev, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, po, pl, 0);
+    sched_add_step(s, SCHED_RECV, prev, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, po, pl, 0);
 #undef PART
 }
 
@@ -114,13 +99,13 @@ static ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
                     continue;
                 hier_unit(op, S, sh, nn, p, &off, &len);
                 if (L == 1)
-                    hier_step(s, SCHED_COPY, -1, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, off, len, 0);
+                    sched_add_step(s, SCHED_COPY, -1, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, off, len, 0);
                 else if (t == 0)
-                    hier_step(s, SCHED_SEND, -1, next, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len, 0);
+                    sched_add_step(s, SCHED_SEND, -1, next, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len, 0);
                 else if (t < L - 1)
-                    hier_step(s, SCHED_RECV_REDUCE_SEND, prev, next, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len, 0);
+                    sched_add_step(s, SCHED_RECV_REDUCE_SEND, prev, next, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len, 0);
                 else
-                    hier_step(s, SCHED_RECV_REDUCE_COPY, prev, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, off, len, 0);
+                    sched_add_step(s, SCHED_RECV_REDUCE_COPY, prev, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, off, len, 0);
             }
         }
     }
@@ -142,11 +127,11 @@ static ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
                     continue;
                 hier_unit(op, S, sh, nn, p, &off, &len);
                 if (t == 0)
-                    hier_step(s, SCHED_SEND, -1, next, SCHED_BUF_RECV, SCHED_BUF_NONE, off, len, 0);
+                    sched_add_step(s, SCHED_SEND, -1, next, SCHED_BUF_RECV, SCHED_BUF_NONE, off, len, 0);
                 else if (t < L - 1)
-                    hier_step(s, SCHED_RECV_COPY_SEND, prev, next, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
+                    sched_add_step(s, SCHED_RECV_COPY_SEND, prev, next, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
                 else
-                    hier_step(s, SCHED_RECV, prev, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
+                    sched_add_step(s, SCHED_RECV, prev, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
             }
         }
     }

@@ -14,18 +14,6 @@
 #include "algos/schedule.h"
 #include "core/err.h"
 
-static sched_step_t *rd_step(sched_t *s, int action, int recv, int send, int src_buf, int dst_buf, size_t count)
-{
-    sched_step_t *st = sched_add(s);
-    st->action = (unsigned char)action;
-    st->recv_peer = recv;
-    st->send_peer = send;
-    st->src_buf = (unsigned char)src_buf;
-    st->dst_buf = (unsigned char)dst_buf;
-    st->count = count;
-    return st;
-}
-
 ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out)
 {
     int n = op->nranks, r = op->rank;
@@ -44,27 +32,27 @@ ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out)
     if (res != CCL_SUCCESS)
         return res;
     if (n == 1) {
-        rd_step(out, SCHED_COPY, -1, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, c)->flags = SCHED_POSTOP;
+        sched_add_step(out, SCHED_COPY, -1, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, 0, c, SCHED_POSTOP);
         return CCL_SUCCESS;
     }
     if (r >= p) { /* folded: hand over, then wait for the result */
-        rd_step(out, SCHED_SEND, -1, r - p, SCHED_BUF_SEND, SCHED_BUF_NONE, c);
-        rd_step(out, SCHED_RECV, r - p, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, c);
+        sched_add_step(out, SCHED_SEND, -1, r - p, SCHED_BUF_SEND, SCHED_BUF_NONE, 0, c, 0);
+        sched_add_step(out, SCHED_RECV, r - p, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, 0, c, 0);
         return CCL_SUCCESS;
     }
     int have = SCHED_BUF_SEND; /* where this rank's current value lives */
     if (r + p < n) {
-        rd_step(out, SCHED_RECV_REDUCE_COPY, r + p, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, c);
+        sched_add_step(out, SCHED_RECV_REDUCE_COPY, r + p, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, 0, c, 0);
         have = SCHED_BUF_RECV;
     }
     for (int k = 0; k < logp; k++) {
         int partner = r ^ (1 << k);
-        rd_step(out, SCHED_SEND, -1, partner, have, SCHED_BUF_NONE, c);
-        rd_step(out, SCHED_RECV_REDUCE_COPY, partner, -1, have, SCHED_BUF_RECV, c)->flags =
-            k == logp - 1 ? SCHED_POSTOP : 0;
+        sched_add_step(out, SCHED_SEND, -1, partner, have, SCHED_BUF_NONE, 0, c, 0);
+        sched_add_step(out, SCHED_RECV_REDUCE_COPY, partner, -1, have, SCHED_BUF_RECV, 0, c,
+                       k == logp - 1 ? SCHED_POSTOP : 0);
         have = SCHED_BUF_RECV;
     }
     if (r + p < n)
-        rd_step(out, SCHED_SEND, -1, r + p, SCHED_BUF_RECV, SCHED_BUF_NONE, c);
+        sched_add_step(out, SCHED_SEND, -1, r + p, SCHED_BUF_RECV, SCHED_BUF_NONE, 0, c, 0);
     return CCL_SUCCESS;
 }

@@ -32,6 +32,21 @@ sched_step_t *sched_add(sched_t *s)
     return st;
 }
 
+sched_step_t *sched_add_step(sched_t *s, int action, int recv_peer, int send_peer, int src_buf, int dst_buf,
+                             size_t off, size_t count, unsigned flags)
+{
+    sched_step_t *st = sched_add(s);
+    st->action = (unsigned char)action;
+    st->flags = (unsigned char)flags;
+    st->recv_peer = recv_peer;
+    st->send_peer = send_peer;
+    st->src_buf = (unsigned char)src_buf;
+    st->dst_buf = (unsigned char)dst_buf;
+    st->src_off = st->dst_off = off;
+    st->count = count;
+    return st;
+}
+
 void sched_reset(sched_t *s, int send_refs_safe_in_place, int steps_independent, int no_refs)
 {
     s->nsteps = 0;

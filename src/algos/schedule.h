@@ -104,6 +104,10 @@ typedef struct {
 /* Grows the step array; returns CCL_ERR_SYSTEM when out of memory. */
 ccl_result_t sched_reserve(sched_t *s, int nsteps);
 sched_step_t *sched_add(sched_t *s); /* after sched_reserve: never fails */
+/* Adds one step whose source and destination share the element offset
+ * `off` (the common case); after sched_reserve, never fails. */
+sched_step_t *sched_add_step(sched_t *s, int action, int recv_peer, int send_peer, int src_buf, int dst_buf,
+                             size_t off, size_t count, unsigned flags);
 /* Empties the schedule and sets its flags; every algorithm starts here. */
 void sched_reset(sched_t *s, int send_refs_safe_in_place, int steps_independent, int no_refs);
 void sched_free(sched_t *s);

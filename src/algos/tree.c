@@ -55,20 +55,6 @@ static int tree_children(int i, int n, int child[2])
     return k;
 }
 
-static sched_step_t *tree_step(sched_t *s, int action, int recv, int send, int src_buf, int dst_buf,
-                               size_t off, size_t len)
-{
-    sched_step_t *st = sched_add(s);
-    st->action = (unsigned char)action;
-    st->recv_peer = recv;
-    st->send_peer = send;
-    st->src_buf = (unsigned char)src_buf;
-    st->dst_buf = (unsigned char)dst_buf;
-    st->src_off = st->dst_off = off;
-    st->count = len;
-    return st;
-}
-
 /* One tree over half [off, off+len): `shift` maps rank r to position
  * ((r + shift) mod n) + 1. */
 static void tree_one(sched_t *s, const sched_op_t *op, int shift, size_t off, size_t len)
@@ -85,25 +71,25 @@ static void tree_one(sched_t *s, const sched_op_t *op, int shift, size_t off, si
         return;
     /* Up. */
     if (nc == 0) {
-        tree_step(s, SCHED_SEND, -1, parent, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len);
+        sched_add_step(s, SCHED_SEND, -1, parent, SCHED_BUF_SEND, SCHED_BUF_NONE, off, len, 0);
     } else {
         for (int c = 0; c < nc; c++) {
             int last = c == nc - 1;
             int src = c == 0 ? SCHED_BUF_SEND : SCHED_BUF_RECV; /* then the partial sum */
             if (last && parent >= 0)
-                tree_step(s, SCHED_RECV_REDUCE_SEND, child[c], parent, src, SCHED_BUF_NONE, off, len);
+                sched_add_step(s, SCHED_RECV_REDUCE_SEND, child[c], parent, src, SCHED_BUF_NONE, off, len, 0);
             else
-                tree_step(s, SCHED_RECV_REDUCE_COPY, child[c], -1, src, SCHED_BUF_RECV, off, len)->flags =
-                    (last && parent < 0) ? SCHED_POSTOP : 0;
+                sched_add_step(s, SCHED_RECV_REDUCE_COPY, child[c], -1, src, SCHED_BUF_RECV, off, len,
+                               (last && parent < 0) ? SCHED_POSTOP : 0);
         }
     }
     /* Down. */
     if (parent >= 0 && nc > 0)
-        tree_step(s, SCHED_RECV_COPY_SEND, parent, child[0], SCHED_BUF_NONE, SCHED_BUF_RECV, off, len);
+        sched_add_step(s, SCHED_RECV_COPY_SEND, parent, child[0], SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
     else if (parent >= 0)
-        tree_step(s, SCHED_RECV, parent, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len);
+        sched_add_step(s, SCHED_RECV, parent, -1, SCHED_BUF_NONE, SCHED_BUF_RECV, off, len, 0);
     for (int c = parent >= 0 ? 1 : 0; c < nc; c++)
-        tree_step(s, SCHED_SEND, -1, child[c], SCHED_BUF_RECV, SCHED_BUF_NONE, off, len);
+        sched_add_step(s, SCHED_SEND, -1, child[c], SCHED_BUF_RECV, SCHED_BUF_NONE, off, len, 0);
 }
 
 ccl_result_t tree_schedule(const sched_op_t *op, sched_t *out)
@@ -117,8 +103,7 @@ ccl_result_t tree_schedule(const sched_op_t *op, sched_t *out)
     if (res != CCL_SUCCESS)
         return res;
     if (op->nranks == 1) {
-        sched_step_t *st = tree_step(out, SCHED_COPY, -1, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, 0, op->count);
-        st->flags = SCHED_POSTOP;
+        sched_add_step(out, SCHED_COPY, -1, -1, SCHED_BUF_SEND, SCHED_BUF_RECV, 0, op->count, SCHED_POSTOP);
         return CCL_SUCCESS;
     }
     size_t off, len;
