@@ -13,6 +13,7 @@
 #   perf/ccl_perf*.c       -> build/bin/ccl-perf
 #   perf/mpi_bench.c       -> build/bin/mpi-bench (needs mpicc)
 #   perf/memcpy_bench.c    -> build/bin/memcpy-bench
+#   perf/net_bench.c       -> build/bin/net-bench (net plugin vs one TCP stream)
 #   tests/unit/*.c         -> build/tests/unit/<name> (cmocka, may use internals)
 #   tests/plugins/net_example.c -> build/tests/net-plugins/libccl-net-*.so
 #                             (a third-party net plugin the unit tests load)
@@ -108,6 +109,13 @@ $(BUILD)/bin/mpi-bench: perf/mpi_bench.c perf/bench_size.h
 # kernels at each SIMD level against memcpy.
 tools: $(BUILD)/bin/reduce-bench
 $(BUILD)/bin/reduce-bench: perf/reduce_bench.c perf/bench_size.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+
+# net-bench (perf/net_bench.c): the net plugin's throughput between two
+# processes against one plain TCP stream in the same run.
+tools: $(BUILD)/bin/net-bench
+$(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
