@@ -20,9 +20,10 @@
  * both ends), -P plugin (CCL_NET_PLUGIN). Interfaces follow
  * CCL_SOCKET_IFNAME, for the plugin and the TCP stream alike.
  *
- * A side waiting for its requests calls test() in a loop and yields the
- * CPU between rounds of it, as a progress thread would on a host with more
- * threads than cores.
+ * A side waiting for its requests calls test() a few times back to back,
+ * then yields, then sleeps -S microseconds (default 20) between tests, as a
+ * progress thread would on a host with more threads than cores (the
+ * client passes -S to the server).
  */
 #include "bench_size.h"
 #include "bootstrap/socket.h"
@@ -33,6 +34,7 @@
 #include "transport/net_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -55,6 +57,7 @@ typedef struct {
     int32_t nsocks;   /* -1: the param */
     int32_t nthreads;
     uint64_t total;   /* bytes per round */
+    uint32_t sleep_us; /* -S, for both ends */
     char plugin[64];
 } nb_config_t;
 
@@ -87,19 +90,27 @@ static void nb_die(const char *what)
 
 static uint64_t nb_deadline(void) { return wait_now_ns() + NB_TIMEOUT_NS; }
 
-/* Waits for one request: test() in a loop, yielding between tries. */
+/* Microseconds a waiting side sleeps between tests once spinning and
+ * yielding did not help (-S); 0 never sleeps. */
+static unsigned nb_sleep_us = 20;
+
+/* Waits for one request as a progress thread would: test() in a loop, a
+ * few tries back to back, then yielding, then short sleeps. */
 static void nb_wait(const ccl_net_v1_t *n, void *req)
 {
     int done = 0;
     uint64_t deadline = nb_deadline();
-    for (unsigned spins = 0; !done; spins++) {
+    for (unsigned tries = 0; !done; tries++) {
         if (n->test(req, &done, NULL) != CCL_SUCCESS)
             nb_die("test");
-        if (!done && (spins & 15) == 15) {
+        if (done || tries < 16)
+            continue;
+        if (tries < 64 || nb_sleep_us == 0)
             sched_yield();
-            if (wait_now_ns() > deadline)
-                nb_die("timed out waiting for a request");
-        }
+        else
+            usleep(nb_sleep_us);
+        if ((tries & 255) == 255 && wait_now_ns() > deadline)
+            nb_die("timed out waiting for a request");
     }
 }
 
@@ -132,18 +143,30 @@ static void nb_plugin_round(nb_side_t *s, int is_send, size_t size, uint64_t tot
     }
 }
 
+/* The reference: one blocking TCP socket, plain send() / recv() of each
+ * message, as iperf does; the kernel's own buffering and wakeups only. */
 static void nb_tcp_round(nb_side_t *s, int is_send, size_t size, uint64_t total, int window)
 {
     uint64_t left = total;
     for (uint64_t i = 0; left > 0; i++) {
         size_t len = left < size ? (size_t)left : size;
         char *b = s->buf + (i % (uint64_t)window) * size;
-        ccl_result_t rc = is_send ? sock_send_all(s->tcp, b, len, nb_deadline())
-                                  : sock_recv_all(s->tcp, b, len, nb_deadline());
-        if (rc != CCL_SUCCESS)
-            nb_die("tcp stream");
+        for (size_t off = 0; off < len;) {
+            ssize_t n = is_send ? send(s->tcp, b + off, len - off, MSG_NOSIGNAL)
+                                : recv(s->tcp, b + off, len - off, MSG_WAITALL);
+            if (n <= 0 && !(n < 0 && errno == EINTR))
+                nb_die(n == 0 ? "tcp stream closed" : "tcp stream");
+            off += n > 0 ? (size_t)n : 0;
+        }
         left -= len;
     }
+}
+
+static void nb_blocking(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+        nb_die("fcntl");
 }
 
 /* The client's rounds; returns GB/s (1e9 bytes per second). */
@@ -202,6 +225,7 @@ static void nb_server(int lfd)
     NB_CHECK(sock_accept(lfd, wait_now_ns() + 3600ull * 1000000000ull, &s.ctl), "waiting for the client");
     NB_CHECK(sock_recv_all(s.ctl, &cfg, sizeof cfg, nb_deadline()), "control");
     cfg.plugin[sizeof cfg.plugin - 1] = '\0';
+    nb_sleep_us = cfg.sleep_us;
     if (cfg.nsizes > NB_MAX_SIZES || cfg.window > NB_MAX_WINDOW || cfg.window < 1)
         nb_die("bad configuration from the client");
     nb_open_plugin(&s, &cfg);
@@ -223,6 +247,7 @@ static void nb_server(int lfd)
             nb_die("no connection from the client");
     }
     NB_CHECK(sock_accept(tl, nb_deadline(), &s.tcp), "accept (tcp)");
+    nb_blocking(s.tcp);
     sock_close(&tl);
     /* One byte per round names it: 0 plugin, 1 tcp, 2 done. */
     for (;;) {
@@ -262,6 +287,7 @@ static void nb_client(const sock_addr_t *server, nb_config_t *cfg)
             nb_die("connect did not complete");
     }
     NB_CHECK(sock_connect(&setup.tcp, nb_deadline(), &s.tcp), "connect (tcp)");
+    nb_blocking(s.tcp);
 
     char a[80];
     ccl_net_props_t props;
@@ -307,17 +333,17 @@ static void nb_usage(void)
 {
     fprintf(stderr,
             "usage: net-bench [-s [-p PORT] | -c HOST:PORT] [-b SIZE] [-e SIZE] [-f FACTOR] [-t BYTES]\n"
-            "                 [-w WINDOW] [-r ROUNDS] [-n NSOCKS_PER_THREAD] [-T NTHREADS] [-P PLUGIN]\n");
+            "                 [-w WINDOW] [-r ROUNDS] [-n NSOCKS_PER_THREAD] [-T NTHREADS] [-P PLUGIN] [-S SLEEP_US]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    nb_config_t cfg = {.rounds = 5, .window = 8, .nsocks = -1, .nthreads = -1, .total = 1ull << 30};
+    nb_config_t cfg = {.rounds = 5, .window = 8, .nsocks = -1, .nthreads = -1, .total = 1ull << 30, .sleep_us = 20};
     size_t first = 128 * 1024, last = 4 * 1024 * 1024, factor = 4;
     int server = 0, port = 0, opt;
     const char *connect_to = NULL;
-    while ((opt = getopt(argc, argv, "sp:c:b:e:f:t:w:r:n:T:P:h")) != -1) {
+    while ((opt = getopt(argc, argv, "sp:c:b:e:f:t:w:r:n:T:P:S:h")) != -1) {
         size_t v = 0;
         switch (opt) {
         case 's': server = 1; break;
@@ -332,6 +358,7 @@ int main(int argc, char **argv)
         case 'n': cfg.nsocks = atoi(optarg); break;
         case 'T': cfg.nthreads = atoi(optarg); break;
         case 'P': snprintf(cfg.plugin, sizeof cfg.plugin, "%s", optarg); break;
+        case 'S': cfg.sleep_us = (uint32_t)atoi(optarg); break;
         default: nb_usage();
         }
     }
@@ -341,6 +368,7 @@ int main(int argc, char **argv)
     for (size_t sz = first; sz <= last && cfg.nsizes < NB_MAX_SIZES; sz *= factor)
         cfg.sizes[cfg.nsizes++] = sz;
     signal(SIGPIPE, SIG_IGN);
+    nb_sleep_us = cfg.sleep_us;
 
     if (connect_to) {
         sock_addr_t a;

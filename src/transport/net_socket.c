@@ -91,7 +91,6 @@ typedef struct {
 
 typedef struct {
     int fd;
-    int rank;
     uint64_t listen_id;
     sock_addr_t addr;
     net_sock_incoming_t in[NET_SOCK_MAX_INCOMING];
@@ -263,7 +262,6 @@ static ccl_result_t net_sock_listen(int dev, int rank, void *handle, void **list
     l->fd = -1;
     for (int i = 0; i < NET_SOCK_MAX_INCOMING; i++)
         l->in[i].fd = -1;
-    l->rank = rank;
     CCL_TRY(net_sock_random(&l->listen_id));
     CCL_TRY(sock_listen(&net_sock_g.addr[dev], &l->fd, &l->addr));
     net_sock_handle_t h = {

@@ -396,8 +396,8 @@ static void *net_io_thread(void *arg)
             poll(pfd, (nfds_t)np, NET_IO_SLEEP_MS);
         atomic_store(&t->sleeping, 0);
         uint64_t drain;
-        if (read(t->efd, &drain, sizeof drain) < 0) {
-            /* EAGAIN: nobody wrote; the eventfd is non-blocking. */
+        if ((pfd[0].revents & POLLIN) && read(t->efd, &drain, sizeof drain) < 0) {
+            /* EAGAIN: another read won the race; the eventfd is non-blocking. */
         }
     }
     return NULL;
