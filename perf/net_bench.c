@@ -7,7 +7,9 @@
  * same two processes and interfaces, alternating with the plugin round by
  * round so both see the same machine state. One direction: the client
  * sends, the server receives, and a round's time runs from the client's
- * first send to the server's acknowledgement that every byte arrived.
+ * first send to the server's acknowledgement that every byte arrived. Each
+ * round also reports the CPU time both processes spent per GB: on a shared
+ * host the rates swing with other load, the CPU cost much less.
  *
  *   net-bench                          both ends on this host (fork)
  *   net-bench -s [-p PORT]             server: waits for one client
@@ -40,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -169,19 +172,33 @@ static void nb_blocking(int fd)
         nb_die("fcntl");
 }
 
-/* The client's rounds; returns GB/s (1e9 bytes per second). */
-static double nb_client_round(nb_side_t *s, int kind, size_t size, const nb_config_t *cfg)
+/* CPU seconds this process (all threads) has used. */
+static double nb_cpu_s(void)
 {
-    char go = (char)kind, ack = 0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* One round from the client; *gbs gets GB/s (1e9 bytes per second) and
+ * *cpu the CPU seconds both ends spent per GB, a figure that other load on
+ * the host disturbs far less than the rate. */
+static void nb_client_round(nb_side_t *s, int kind, size_t size, const nb_config_t *cfg, double *gbs, double *cpu)
+{
+    char go = (char)kind;
+    double server_cpu = 0;
     NB_CHECK(sock_send_all(s->ctl, &go, 1, nb_deadline()), "control");
+    double c0 = nb_cpu_s();
     uint64_t t0 = wait_now_ns();
     if (kind == 0)
         nb_plugin_round(s, 1, size, cfg->total, (int)cfg->window);
     else
         nb_tcp_round(s, 1, size, cfg->total, (int)cfg->window);
-    NB_CHECK(sock_recv_all(s->ctl, &ack, 1, nb_deadline()), "control");
+    NB_CHECK(sock_recv_all(s->ctl, &server_cpu, sizeof server_cpu, nb_deadline()), "control");
     uint64_t t1 = wait_now_ns();
-    return (double)cfg->total / (double)(t1 - t0);
+    *gbs = (double)cfg->total / (double)(t1 - t0);
+    *cpu = (nb_cpu_s() - c0 + server_cpu) / ((double)cfg->total / 1e9);
 }
 
 static int nb_cmp(const void *a, const void *b)
@@ -251,17 +268,19 @@ static void nb_server(int lfd)
     sock_close(&tl);
     /* One byte per round names it: 0 plugin, 1 tcp, 2 done. */
     for (;;) {
-        char kind = 2, size_idx = 0, ack = 1;
+        char kind = 2, size_idx = 0;
         NB_CHECK(sock_recv_all(s.ctl, &size_idx, 1, wait_now_ns() + 3600ull * 1000000000ull), "control");
         if (size_idx < 0 || (uint32_t)size_idx >= cfg.nsizes)
             break;
         NB_CHECK(sock_recv_all(s.ctl, &kind, 1, nb_deadline()), "control");
         size_t size = (size_t)cfg.sizes[(int)size_idx];
+        double c0 = nb_cpu_s();
         if (kind == 0)
             nb_plugin_round(&s, 0, size, cfg.total, (int)cfg.window);
         else
             nb_tcp_round(&s, 0, size, cfg.total, (int)cfg.window);
-        NB_CHECK(sock_send_all(s.ctl, &ack, 1, nb_deadline()), "control");
+        double used = nb_cpu_s() - c0; /* the acknowledgement */
+        NB_CHECK(sock_send_all(s.ctl, &used, sizeof used, nb_deadline()), "control");
     }
     n->close_recv(s.comm);
     n->close_listen(s.listen);
@@ -298,26 +317,28 @@ static void nb_client(const sock_addr_t *server, nb_config_t *cfg)
         printf(", CCL_NSOCKS_PERTHREAD=%lld CCL_SOCKET_NTHREADS=%lld",
                cfg->nsocks >= 0 ? (long long)cfg->nsocks : (long long)param_int(PARAM_NSOCKS_PERTHREAD),
                cfg->nthreads >= 0 ? (long long)cfg->nthreads : (long long)param_int(PARAM_SOCKET_NTHREADS));
-    printf("\n# %.0f MiB per round, %u messages in flight, %u rounds alternating plugin / one TCP stream; GB/s = 1e9 B/s\n",
+    printf("\n# %.0f MiB per round, %u messages in flight, %u rounds alternating plugin / one TCP stream;\n"
+           "# medians and maxima in GB/s (1e9 B/s); ratio = plugin / tcp medians; cpu = CPU seconds of both ends per GB\n",
            (double)cfg->total / (1 << 20), cfg->window, cfg->rounds);
-    printf("# %10s %12s %12s %12s %12s %8s\n", "msg bytes", "plugin med", "plugin max", "tcp med", "tcp max", "ratio");
+    printf("# %10s %10s %10s %10s %10s %7s %11s %11s\n", "msg bytes", "plugin med", "plugin max", "tcp med",
+           "tcp max", "ratio", "plugin cpu", "tcp cpu");
     for (uint32_t i = 0; i < cfg->nsizes; i++) {
-        double pr[NB_MAX_ROUNDS], tr[NB_MAX_ROUNDS], pmax = 0, tmax = 0;
+        double pr[NB_MAX_ROUNDS], tr[NB_MAX_ROUNDS], pc[NB_MAX_ROUNDS], tc[NB_MAX_ROUNDS], pmax = 0, tmax = 0;
         for (uint32_t r = 0; r < cfg->rounds; r++) {
             char idx = (char)i;
             /* Alternate which goes first, so neither always runs warm. */
             for (int k = 0; k < 2; k++) {
                 int kind = (int)((r + (uint32_t)k) & 1);
                 NB_CHECK(sock_send_all(s.ctl, &idx, 1, nb_deadline()), "control");
-                double g = nb_client_round(&s, kind, (size_t)cfg->sizes[i], cfg);
-                (kind == 0 ? pr : tr)[r] = g;
+                nb_client_round(&s, kind, (size_t)cfg->sizes[i], cfg, kind == 0 ? &pr[r] : &tr[r],
+                                kind == 0 ? &pc[r] : &tc[r]);
             }
             pmax = pr[r] > pmax ? pr[r] : pmax;
             tmax = tr[r] > tmax ? tr[r] : tmax;
         }
         double pm = nb_median(pr, (int)cfg->rounds), tm = nb_median(tr, (int)cfg->rounds);
-        printf("  %10llu %12.3f %12.3f %12.3f %12.3f %7.0f%%\n", (unsigned long long)cfg->sizes[i], pm, pmax, tm,
-               tmax, 100.0 * pm / tm);
+        printf("  %10llu %10.3f %10.3f %10.3f %10.3f %6.0f%% %11.3f %11.3f\n", (unsigned long long)cfg->sizes[i], pm,
+               pmax, tm, tmax, 100.0 * pm / tm, nb_median(pc, (int)cfg->rounds), nb_median(tc, (int)cfg->rounds));
         fflush(stdout);
     }
     char stop = -1;
