@@ -124,13 +124,13 @@ tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) -lcmocka $(LDLIBS)
-# Net plugins for test_net_socket, outside tests/unit so run_all.sh does
+# Net plugins for test_net_plugin, outside tests/unit so run_all.sh does
 # not take them for tests: the example plugin, and two builds of it that
 # ccl must refuse (a wrong version field; only a v2 symbol).
 NET_PLUGIN_DIR := $(BUILD)/tests/net-plugins
 NET_PLUGINS := $(NET_PLUGIN_DIR)/libccl-net-example.so $(NET_PLUGIN_DIR)/libccl-net-badversion.so \
                $(NET_PLUGIN_DIR)/libccl-net-onlyv2.so
-$(BUILD)/tests/unit/test_net_socket: | $(NET_PLUGINS)
+$(BUILD)/tests/unit/test_net_plugin: | $(NET_PLUGINS)
 $(NET_PLUGIN_DIR)/libccl-net-example.so: NET_EXAMPLE_FLAGS :=
 $(NET_PLUGIN_DIR)/libccl-net-badversion.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_VERSION=2
 $(NET_PLUGIN_DIR)/libccl-net-onlyv2.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_ONLY_V2
