@@ -13,7 +13,10 @@
 #   perf/ccl_perf*.c       -> build/bin/ccl-perf
 #   perf/mpi_bench.c       -> build/bin/mpi-bench (needs mpicc)
 #   perf/memcpy_bench.c    -> build/bin/memcpy-bench
+#   perf/net_bench.c       -> build/bin/net-bench (net plugin vs one TCP stream)
 #   tests/unit/*.c         -> build/tests/unit/<name> (cmocka, may use internals)
+#   tests/plugins/net_example.c -> build/tests/net-plugins/libccl-net-*.so
+#                             (a third-party net plugin the unit tests load)
 #   tests/sim/*.c          -> build/tests/sim/<name> (schedule simulator, internals)
 #   tests/mp/*.c           -> build/tests/mp/<name> (multi-process, public API)
 #   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
@@ -42,7 +45,7 @@ endif
 HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
 HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 CFLAGS  := $(CFLAGS_BASE) $(HWLOC_CFLAGS) $(CFLAGS_EXTRA)
-LDLIBS  := $(HWLOC_LIBS) -pthread -lrt -lm
+LDLIBS  := $(HWLOC_LIBS) -pthread -lrt -lm -ldl
 
 LIB_SRC  := $(sort $(wildcard src/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -130,11 +133,31 @@ $(BUILD)/bin/ccl-info: tools/ccl_info.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
-tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
+# net-bench (perf/net_bench.c): the net plugin's throughput between two
+# processes against one plain TCP stream in the same run.
+tools: $(BUILD)/bin/net-bench
+$(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+
+tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) -lcmocka $(LDLIBS)
+# Net plugins for test_net_plugin, outside tests/unit so run_all.sh does
+# not take them for tests: the example plugin, and two builds of it that
+# ccl must refuse (a wrong version field; only a v2 symbol).
+NET_PLUGIN_DIR := $(BUILD)/tests/net-plugins
+NET_PLUGINS := $(NET_PLUGIN_DIR)/libccl-net-example.so $(NET_PLUGIN_DIR)/libccl-net-badversion.so \
+               $(NET_PLUGIN_DIR)/libccl-net-onlyv2.so
+$(BUILD)/tests/unit/test_net_plugin: | $(NET_PLUGINS)
+$(NET_PLUGIN_DIR)/libccl-net-example.so: NET_EXAMPLE_FLAGS :=
+$(NET_PLUGIN_DIR)/libccl-net-badversion.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_VERSION=2
+$(NET_PLUGIN_DIR)/libccl-net-onlyv2.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_ONLY_V2
+$(NET_PLUGINS): tests/plugins/net_example.c include/ccl_net.h include/ccl.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(NET_EXAMPLE_FLAGS) -shared $(LDFLAGS_SAN) -o $@ $< -pthread
 $(BUILD)/tests/sim/%: tests/sim/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
@@ -165,7 +188,7 @@ run-tests:
 
 install: lib perf $(BUILD)/bin/ccl-info
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 0644 include/ccl.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 include/ccl.h include/ccl_net.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libccl.so.$(SOMAJOR)
 	ln -sf libccl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libccl.so

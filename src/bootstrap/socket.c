@@ -88,48 +88,69 @@ static int sock_ifname_matches(const char *name, const char *spec)
     return exclude ? !match : match;
 }
 
-ccl_result_t sock_pick_local_addr(sock_addr_t *addr, char *ifname, size_t ifname_len)
+/* Preference classes, best first. Without CCL_SOCKET_IFNAME, bridges and
+ * container/VM links (docker*, veth*, virbr*) only serve when no ordinary
+ * interface exists, and loopback only when nothing else does: it is enough
+ * for ranks on one host. Within a class IPv4 comes before IPv6, and
+ * link-local IPv6 is never used (it needs a scope the peer cannot know). */
+enum { SOCK_CLASS_NONE = -1, SOCK_CLASS_LOOPBACK = 4 };
+
+static int sock_if_class(const struct ifaddrs *i, const char *spec)
+{
+    if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
+        return SOCK_CLASS_NONE;
+    int fam = i->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6)
+        return SOCK_CLASS_NONE;
+    if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
+        return SOCK_CLASS_NONE;
+    int v6 = fam == AF_INET6;
+    if (spec[0])
+        return sock_ifname_matches(i->ifa_name, spec) ? v6 : SOCK_CLASS_NONE;
+    if (i->ifa_flags & IFF_LOOPBACK)
+        return v6 ? SOCK_CLASS_NONE : SOCK_CLASS_LOOPBACK;
+    int virt = !strncmp(i->ifa_name, "docker", 6) || !strncmp(i->ifa_name, "veth", 4) ||
+               !strncmp(i->ifa_name, "virbr", 5);
+    return 2 * virt + v6;
+}
+
+int sock_list_local_addrs(sock_addr_t *addrs, char (*names)[SOCK_IFNAME_LEN], int max)
 {
     const char *spec = param_str(PARAM_SOCKET_IFNAME);
     struct ifaddrs *ifs = NULL;
     if (getifaddrs(&ifs) != 0)
-        return err_set(CCL_ERR_SYSTEM, "getifaddrs failed: %s", strerror(errno));
-    /* Pass 0: IPv4 on a preferred interface; pass 1: IPv6; pass 2 (only
-     * without a user spec): loopback, which is enough for one host. */
-    const struct ifaddrs *best = NULL;
-    for (int pass = 0; pass < 3 && !best; pass++) {
-        for (const struct ifaddrs *i = ifs; i && !best; i = i->ifa_next) {
-            if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
+        return 0;
+    int n = 0;
+    /* One address per interface: walking the classes in order, the first
+     * address an interface shows is its best one. */
+    for (int cls = 0; cls <= SOCK_CLASS_LOOPBACK && n < max; cls++) {
+        for (const struct ifaddrs *i = ifs; i && n < max; i = i->ifa_next) {
+            if (sock_if_class(i, spec) != cls)
                 continue;
-            int fam = i->ifa_addr->sa_family;
-            if (fam != (pass == 1 ? AF_INET6 : AF_INET))
+            int seen = 0;
+            for (int k = 0; k < n && !seen; k++)
+                seen = strncmp(names[k], i->ifa_name, SOCK_IFNAME_LEN) == 0;
+            if (seen)
                 continue;
-            int loop = (i->ifa_flags & IFF_LOOPBACK) != 0;
-            if (spec[0]) {
-                if (pass == 2 || !sock_ifname_matches(i->ifa_name, spec))
-                    continue;
-            } else if (pass < 2) {
-                if (loop || !strncmp(i->ifa_name, "docker", 6) || !strncmp(i->ifa_name, "virbr", 5))
-                    continue;
-                if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr))
-                    continue;
-            } else if (!loop) {
-                continue;
-            }
-            best = i;
+            memset(&addrs[n], 0, sizeof addrs[n]);
+            memcpy(&addrs[n], i->ifa_addr,
+                   i->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+            snprintf(names[n], SOCK_IFNAME_LEN, "%s", i->ifa_name);
+            n++;
         }
     }
-    ccl_result_t res = CCL_SUCCESS;
-    if (!best) {
-        res = err_set(CCL_ERR_SYSTEM, "no network interface matches CCL_SOCKET_IFNAME=\"%s\"", spec);
-    } else {
-        memset(addr, 0, sizeof *addr);
-        memcpy(addr, best->ifa_addr,
-               best->ifa_addr->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
-        snprintf(ifname, ifname_len, "%s", best->ifa_name);
-    }
     freeifaddrs(ifs);
-    return res;
+    return n;
+}
+
+ccl_result_t sock_pick_local_addr(sock_addr_t *addr, char *ifname, size_t ifname_len)
+{
+    char name[1][SOCK_IFNAME_LEN];
+    if (sock_list_local_addrs(addr, name, 1) < 1)
+        return err_set(CCL_ERR_SYSTEM, "no network interface matches CCL_SOCKET_IFNAME=\"%s\"",
+                       param_str(PARAM_SOCKET_IFNAME));
+    snprintf(ifname, ifname_len, "%s", name[0]);
+    return CCL_SUCCESS;
 }
 
 static int sock_set_nonblock(int fd)
@@ -241,6 +262,60 @@ ccl_result_t sock_accept(int lfd, uint64_t deadline, int *fd_out)
         struct pollfd p = {lfd, POLLIN, 0};
         poll(&p, 1, ms);
     }
+}
+
+ccl_result_t sock_connect_start(const sock_addr_t *addr, int *fd_out)
+{
+    char abuf[80];
+    int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return err_set(CCL_ERR_SYSTEM, "socket() failed: %s", strerror(errno));
+    if (connect(fd, &addr->sa, sock_addr_len(addr)) != 0 && errno != EINPROGRESS) {
+        int e = errno;
+        close(fd);
+        return err_set(CCL_ERR_REMOTE, "connect to %s failed: %s", sock_addr_str(addr, abuf, sizeof abuf),
+                       strerror(e));
+    }
+    sock_tune(fd);
+    *fd_out = fd;
+    return CCL_SUCCESS;
+}
+
+int sock_connect_check(int fd, int *ready)
+{
+    struct pollfd p = {fd, POLLOUT, 0};
+    *ready = 0;
+    if (poll(&p, 1, 0) <= 0)
+        return 0;
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+        return errno;
+    *ready = err == 0;
+    return err;
+}
+
+ccl_result_t sock_try_accept(int lfd, int *fd_out)
+{
+    *fd_out = -1;
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+        sock_tune(fd);
+        *fd_out = fd;
+        return CCL_SUCCESS;
+    }
+    /* ECONNABORTED: the connector gave up while queued; not our failure. */
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+        return CCL_SUCCESS;
+    return err_set(CCL_ERR_SYSTEM, "accept failed: %s", strerror(errno));
+}
+
+void sock_set_keepalive(int fd, int idle_s, int interval_s, int count)
+{
+    /* Best effort: without these the kernel defaults (2 h idle) still apply. */
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s);
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
 }
 
 /* One progress step of a transfer: returns bytes moved, 0 on would-block,

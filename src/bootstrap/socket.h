@@ -29,6 +29,12 @@ socklen_t sock_addr_len(const sock_addr_t *addr);
 /* The address of the interface bootstrap sockets use (CCL_SOCKET_IFNAME
  * or the first suitable one), port 0. */
 ccl_result_t sock_pick_local_addr(sock_addr_t *addr, char *ifname, size_t ifname_len);
+/* Every usable interface, best first, one address (port 0) each: those
+ * CCL_SOCKET_IFNAME selects (IPv4 first) or, without it, ordinary interfaces,
+ * then docker* / veth* / virbr*, then loopback. Returns how many were
+ * written (0 when none, or getifaddrs failed). The net plugin's devices. */
+#define SOCK_IFNAME_LEN 64
+int sock_list_local_addrs(sock_addr_t *addrs, char (*names)[SOCK_IFNAME_LEN], int max);
 
 /* Binds and listens at addr (port 0: any); *bound gets the real port. */
 ccl_result_t sock_listen(const sock_addr_t *addr, int *fd, sock_addr_t *bound);
@@ -42,5 +48,20 @@ ccl_result_t sock_recv_all(int fd, void *buf, size_t len, uint64_t deadline);
 ccl_result_t sock_sendrecv(int sfd, const void *sbuf, size_t slen, int rfd, void *rbuf,
                            size_t rlen, uint64_t deadline);
 void sock_close(int *fd);
+
+/* Non-blocking pieces for callers that must never wait (the net plugin's
+ * connect/accept run on a progress thread). Sockets come out non-blocking
+ * with TCP_NODELAY and SO_KEEPALIVE. */
+/* Starts a connect; a refusal seen at once is CCL_ERR_REMOTE. */
+ccl_result_t sock_connect_start(const sock_addr_t *addr, int *fd);
+/* *ready = 1 once the connect started by sock_connect_start succeeded.
+ * Returns 0, or the errno of a failed connect (the caller words the
+ * message: it knows who the peer is). Does not wait. */
+int sock_connect_check(int fd, int *ready);
+/* *fd = an accepted connection, or -1 when none is waiting. */
+ccl_result_t sock_try_accept(int lfd, int *fd);
+/* Probes an idle connection after idle_s seconds, every interval_s, and
+ * declares it dead after count unanswered probes. */
+void sock_set_keepalive(int fd, int idle_s, int interval_s, int count);
 
 #endif

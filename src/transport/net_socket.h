@@ -1,0 +1,72 @@
+/*
+ * net_socket.h - the built-in TCP net plugin ("socket") and its wire format.
+ *
+ * net_socket.c implements the ccl_net_v1_t entry points (devices, the
+ * connection handshake, registration); net_socket_io.c moves the messages.
+ * A connection is several TCP sockets; each message is cut into at most one
+ * stripe per socket and the stripes travel in parallel (see
+ * net_socket_io.h). The formats below are what a peer may send: each one is
+ * validated field by field before it is used, and they are here so that the
+ * unit tests can forge them. Byte order is the host's: both ends run the
+ * same build of ccl, as with the bootstrap.
+ */
+#ifndef CCL_TRANSPORT_NET_SOCKET_H
+#define CCL_TRANSPORT_NET_SOCKET_H
+
+#include "bootstrap/socket.h"
+#include "ccl_net.h"
+
+#include <stdint.h>
+
+#define NET_SOCK_HANDLE_MAGIC 0x6b73636eu /* "ncsk" */
+#define NET_SOCK_HELLO_MAGIC 0x6f6c6568u  /* "helo" */
+#define NET_SOCK_MSG_MAGIC 0x2067736du    /* "msg " */
+#define NET_SOCK_WIRE_VERSION 1
+/* Sockets per connection, all helper threads together. */
+#define NET_SOCK_MAX_SOCKS 16
+
+/* What listen() writes into the opaque handle. The first part is for the
+ * peer; connect() keeps its progress in the rest (its own process only). */
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    int32_t rank;        /* the listener's rank, -1 when not given */
+    uint32_t reserved;
+    uint64_t listen_id;  /* random: a hello must echo it */
+    sock_addr_t addr;    /* where the listener accepts */
+    /* connect() state, meaningful only in the connecting process */
+    uint32_t stage;      /* 0: not started (listen writes 0) */
+    void *pending;       /* the connection being set up */
+} net_sock_handle_t;
+_Static_assert(sizeof(net_sock_handle_t) <= CCL_NET_HANDLE_MAXSIZE, "handle too large");
+
+/* First bytes on each socket of a connection, connector to listener. The
+ * listener groups sockets by conn_id and hands out the connection once all
+ * nsocks have arrived. */
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint64_t listen_id;  /* from the handle: refuses strays */
+    uint64_t conn_id;    /* random per connection */
+    int32_t rank;        /* the connector's rank, -1 when not given */
+    uint16_t nsocks;     /* 1..NET_SOCK_MAX_SOCKS */
+    uint16_t index;      /* this socket's place, < nsocks */
+} net_sock_hello_t;
+
+/* Heads every message, on the message's lead socket (net_socket_io.h). */
+typedef struct {
+    uint32_t magic;
+    uint32_t tag;
+    uint64_t seq;        /* message number on this connection, from 0 */
+    uint64_t size;       /* bytes of the whole message */
+} net_sock_msg_hdr_t;
+
+/* The plugin struct (the default of net_plugin.c). */
+extern const ccl_net_v1_t net_socket_plugin;
+
+/* Overrides CCL_NSOCKS_PERTHREAD and CCL_SOCKET_NTHREADS for connections
+ * created after the call (tests and net-bench compare layouts in one
+ * process; params are read once). -1 leaves a value to its param. */
+void net_socket_set_layout(int nsocks_per_thread, int nthreads);
+
+#endif

@@ -1,0 +1,548 @@
+/*
+ * net_socket_io.c - the data path of the TCP plugin: requests, striping
+ * across the sockets of a connection, and the helper threads that do the
+ * non-blocking I/O (the protocol and the threading are described in
+ * net_socket_io.h).
+ *
+ * Helpers never call err_set: its message is per thread and the caller's
+ * thread would not see it. A helper that meets a failure records one message
+ * in the comm, and the caller's next test() or post returns it.
+ */
+#include "transport/net_socket_io.h"
+#include "core/err.h"
+#include "core/log.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* How one step on a socket ended. */
+enum {
+    NET_IO_IDLE,   /* nothing posted for this socket */
+    NET_IO_WANT,   /* blocked: the kernel buffer is full (send) or empty (recv) */
+    NET_IO_MORE,   /* can go on at once: gave the other sockets a turn */
+    NET_IO_FAILED  /* the comm failed (message recorded) */
+};
+/* send/recv calls one step may make on a socket before the next socket of
+ * the same thread gets a turn; stripes then advance side by side. */
+#define NET_IO_CALLS_PER_STEP 4
+/* A helper that sleeps looks again after this long even if nothing woke it:
+ * a safety net, not the mechanism. */
+#define NET_IO_SLEEP_MS 1000
+/* Stripes are whole pages, which keeps the kernel's copies aligned. */
+#define NET_IO_STRIPE_ALIGN 4096
+
+struct net_sock_req {
+    net_sock_comm_t *comm;
+    uint64_t seq;
+    char *data;
+    size_t cap;             /* send: size; receive: bytes posted */
+    uint32_t tag;
+    int in_use;             /* caller's: posted, not yet reported done */
+    /* Receive: written by the lead socket's helper before hdr_ready. */
+    size_t size;
+    size_t stripe;
+    int npieces;            /* stripes, or 1 for an empty message (header only) */
+    _Atomic int hdr_ready;  /* sends: at once */
+    _Atomic int pieces_done;
+};
+
+/* One socket; everything but cur belongs to the thread that owns it. */
+typedef struct {
+    int fd;
+    int index;
+    _Atomic uint64_t cur;   /* next message to look at; read by the caller to reuse slots */
+    net_sock_req_t *req;    /* the message of the piece in progress, NULL when none */
+    int piece;
+    net_sock_msg_hdr_t hdr;
+    size_t hdr_left;        /* header bytes still to send or receive */
+    char *ptr;
+    size_t left;
+} net_sock_t;
+
+typedef struct {
+    net_sock_comm_t *comm;
+    int index;
+    int efd;                /* written to wake the thread from poll() */
+    int started;
+    pthread_t tid;
+    _Atomic int sleeping;
+} net_sock_thread_t;
+
+struct net_sock_comm {
+    int is_send;
+    int nsocks;
+    int nthreads;           /* 0: the caller's calls do the I/O */
+    char peer[128];
+    net_sock_t socks[NET_SOCK_MAX_SOCKS];
+    net_sock_thread_t threads[NET_SOCK_MAX_SOCKS];
+    net_sock_req_t reqs[NET_SOCK_MAX_REQS];
+    uint64_t posted_local;  /* caller's copy of posted */
+    uint64_t completed;     /* caller's: requests below this are done */
+    _Atomic uint64_t posted;
+    /* Bumped by every post and every header read, so a thread about to
+     * sleep can tell whether something changed since it last looked. */
+    _Atomic uint64_t gen;
+    _Atomic int stop;
+    _Atomic int failed;
+    pthread_mutex_t fail_lock;
+    ccl_result_t fail_code;
+    char fail_msg[512];
+};
+
+/* Records the comm's first failure; later ones are consequences. */
+static void net_io_fail(net_sock_comm_t *c, ccl_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void net_io_fail(net_sock_comm_t *c, ccl_result_t code, const char *fmt, ...)
+{
+    pthread_mutex_lock(&c->fail_lock);
+    if (!atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->fail_msg, sizeof c->fail_msg, fmt, ap);
+        va_end(ap);
+        c->fail_code = code;
+        atomic_store_explicit(&c->failed, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&c->fail_lock);
+}
+
+static ccl_result_t net_io_failure(net_sock_comm_t *c)
+{
+    /* The writer published fail_msg before the release store of failed. */
+    return err_set(c->fail_code, "%s", c->fail_msg);
+}
+
+/* Stripe width and count of a message of r->size bytes. */
+static void net_io_layout(net_sock_req_t *r, int nsocks)
+{
+    if (r->size == 0) {
+        r->stripe = 0;
+        r->npieces = 1;
+        return;
+    }
+    size_t k = (r->size + NET_SOCK_MIN_STRIPE - 1) / NET_SOCK_MIN_STRIPE;
+    if (k > (size_t)nsocks)
+        k = (size_t)nsocks;
+    size_t stripe = (r->size + k - 1) / k;
+    stripe = (stripe + NET_IO_STRIPE_ALIGN - 1) & ~(size_t)(NET_IO_STRIPE_ALIGN - 1);
+    r->stripe = stripe;
+    /* Rounding may leave fewer stripes than k; never an empty one. */
+    r->npieces = (int)((r->size + stripe - 1) / stripe);
+}
+
+/* Wakes helpers that sleep: something changed. */
+static void net_io_wake(net_sock_comm_t *c)
+{
+    /* seq_cst on both sides: either the sleeper sees the new gen before it
+     * polls, or we see its sleeping flag and write its eventfd. */
+    atomic_fetch_add(&c->gen, 1);
+    for (int t = 0; t < c->nthreads; t++) {
+        if (atomic_load(&c->threads[t].sleeping)) {
+            uint64_t one = 1;
+            if (write(c->threads[t].efd, &one, sizeof one) < 0) {
+                /* Only EAGAIN (counter saturated) is possible: it is awake anyway. */
+            }
+        }
+    }
+}
+
+/* Sets up s's next piece: skips messages that have no part on s. Returns 1
+ * with a piece set up, 0 when s has nothing to do now. */
+static int net_io_next(net_sock_comm_t *c, net_sock_t *s)
+{
+    uint64_t posted = atomic_load_explicit(&c->posted, memory_order_acquire);
+    uint64_t cur = atomic_load_explicit(&s->cur, memory_order_relaxed);
+    int found = 0;
+    while (cur < posted) {
+        net_sock_req_t *r = &c->reqs[cur % NET_SOCK_MAX_REQS];
+        int lead = (int)(cur % (uint64_t)c->nsocks);
+        int i = (s->index - lead + c->nsocks) % c->nsocks;
+        if (!atomic_load_explicit(&r->hdr_ready, memory_order_acquire)) {
+            /* Receive whose header is unread: the lead socket reads it,
+             * the others cannot know their part yet. */
+            if (i != 0)
+                break;
+            s->req = r;
+            s->piece = 0;
+            s->hdr_left = sizeof s->hdr;
+            s->ptr = NULL;
+            s->left = 0;
+            found = 1;
+            break;
+        }
+        if (i < r->npieces) {
+            size_t off = (size_t)i * r->stripe;
+            s->req = r;
+            s->piece = i;
+            s->ptr = r->size ? r->data + off : NULL;
+            s->left = r->size ? (r->size - off < r->stripe ? r->size - off : r->stripe) : 0;
+            s->hdr_left = 0;
+            if (c->is_send && i == 0) {
+                s->hdr = (net_sock_msg_hdr_t){NET_SOCK_MSG_MAGIC, r->tag, cur, r->size};
+                s->hdr_left = sizeof s->hdr;
+            }
+            found = 1;
+            break;
+        }
+        cur++;
+    }
+    atomic_store_explicit(&s->cur, cur, memory_order_release);
+    return found;
+}
+
+static void net_io_piece_done(net_sock_t *s)
+{
+    net_sock_req_t *r = s->req;
+    s->req = NULL;
+    atomic_fetch_add_explicit(&r->pieces_done, 1, memory_order_release);
+    /* After this store the caller may reuse the slot: no access to r below. */
+    atomic_store_explicit(&s->cur, atomic_load_explicit(&s->cur, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
+/* The lead socket read a header: check it against the posted receive
+ * before anything is written to the buffer. Returns 0, or -1 (failed). */
+static int net_io_header(net_sock_comm_t *c, net_sock_t *s)
+{
+    net_sock_req_t *r = s->req;
+    const net_sock_msg_hdr_t *h = &s->hdr;
+    unsigned long long seq = (unsigned long long)r->seq;
+    if (h->magic != NET_SOCK_MSG_MAGIC) {
+        net_io_fail(c, CCL_ERR_REMOTE,
+                    "net/socket: %s sent an invalid message header (magic 0x%08x, socket %d of %d, "
+                    "message %llu): not a ccl peer, or the stream is corrupt",
+                    c->peer, h->magic, s->index, c->nsocks, seq);
+        return -1;
+    }
+    if (h->seq != r->seq) {
+        net_io_fail(c, CCL_ERR_REMOTE,
+                    "net/socket: %s sent the header of message %llu where message %llu was due "
+                    "(socket %d of %d): the stream is corrupt",
+                    c->peer, (unsigned long long)h->seq, seq, s->index, c->nsocks);
+        return -1;
+    }
+    if (h->size > r->cap) {
+        net_io_fail(c, CCL_ERR_REMOTE,
+                    "net/socket: %s sent %llu bytes as message %llu, but the receive posted for it "
+                    "holds %zu bytes",
+                    c->peer, (unsigned long long)h->size, seq, r->cap);
+        return -1;
+    }
+    if (h->tag != r->tag) {
+        net_io_fail(c, CCL_ERR_REMOTE,
+                    "net/socket: %s sent message %llu with tag %u, but the receive was posted "
+                    "with tag %u",
+                    c->peer, seq, h->tag, r->tag);
+        return -1;
+    }
+    r->size = (size_t)h->size;
+    net_io_layout(r, c->nsocks);
+    atomic_store_explicit(&r->hdr_ready, 1, memory_order_release);
+    /* The other sockets (maybe of other helpers) can now see their part, or
+     * that they have none and may go on to the next message. */
+    net_io_wake(c);
+    s->ptr = r->size ? r->data : NULL;
+    s->left = r->size < r->stripe ? r->size : r->stripe;
+    return 0;
+}
+
+static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
+{
+    for (int calls = 0; calls < NET_IO_CALLS_PER_STEP; calls++) {
+        if (!s->req && !net_io_next(c, s))
+            return NET_IO_IDLE;
+        struct iovec iov[2];
+        size_t want = 0;
+        int n = 0;
+        if (s->hdr_left) {
+            iov[n++] = (struct iovec){(char *)&s->hdr + sizeof s->hdr - s->hdr_left, s->hdr_left};
+            want += s->hdr_left;
+        }
+        if (s->left) {
+            iov[n++] = (struct iovec){s->ptr, s->left};
+            want += s->left;
+        }
+        if (n > 0) {
+            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+            ssize_t w = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                    return NET_IO_WANT;
+                net_io_fail(c, CCL_ERR_REMOTE,
+                            "net/socket: connection to %s lost while sending message %llu "
+                            "(socket %d of %d): %s",
+                            c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
+                            strerror(errno));
+                return NET_IO_FAILED;
+            }
+            size_t done = (size_t)w;
+            size_t h = done < s->hdr_left ? done : s->hdr_left;
+            s->hdr_left -= h;
+            done -= h;
+            s->ptr += done;
+            s->left -= done;
+            /* A short write means the socket buffer is full: poll. */
+            if ((size_t)w < want)
+                return NET_IO_WANT;
+        }
+        net_io_piece_done(s);
+    }
+    return NET_IO_MORE;
+}
+
+static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
+{
+    for (int calls = 0; calls < NET_IO_CALLS_PER_STEP; calls++) {
+        if (!s->req && !net_io_next(c, s))
+            return NET_IO_IDLE;
+        int in_hdr = s->hdr_left > 0;
+        char *dst = in_hdr ? (char *)&s->hdr + sizeof s->hdr - s->hdr_left : s->ptr;
+        size_t want = in_hdr ? s->hdr_left : s->left;
+        if (want > 0) {
+            ssize_t got = recv(s->fd, dst, want, MSG_DONTWAIT);
+            if (got == 0) {
+                net_io_fail(c, CCL_ERR_REMOTE,
+                            "net/socket: connection closed by %s during message %llu (socket %d "
+                            "of %d, %zu bytes of its %s still missing)",
+                            c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks, want,
+                            in_hdr ? "header" : "data");
+                return NET_IO_FAILED;
+            }
+            if (got < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                    return NET_IO_WANT;
+                net_io_fail(c, CCL_ERR_REMOTE,
+                            "net/socket: connection to %s lost while receiving message %llu "
+                            "(socket %d of %d): %s",
+                            c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
+                            strerror(errno));
+                return NET_IO_FAILED;
+            }
+            if (in_hdr) {
+                s->hdr_left -= (size_t)got;
+                if (s->hdr_left)
+                    return NET_IO_WANT;
+                if (net_io_header(c, s) != 0)
+                    return NET_IO_FAILED;
+                continue; /* now the data of stripe 0 */
+            }
+            s->ptr += got;
+            s->left -= (size_t)got;
+            if (s->left)
+                return NET_IO_WANT; /* short read: nothing more buffered */
+        }
+        net_io_piece_done(s);
+    }
+    return NET_IO_MORE;
+}
+
+static int net_io_step(net_sock_comm_t *c, net_sock_t *s)
+{
+    return c->is_send ? net_io_send_step(c, s) : net_io_recv_step(c, s);
+}
+
+/* CCL_SOCKET_NTHREADS=0: the caller's thread moves what can move now. */
+static void net_io_progress_inline(net_sock_comm_t *c)
+{
+    /* Bounded: the caller polls again. */
+    for (int pass = 0; pass < 64 && !atomic_load_explicit(&c->failed, memory_order_acquire); pass++) {
+        uint64_t gen = atomic_load(&c->gen);
+        int more = 0;
+        for (int j = 0; j < c->nsocks; j++) {
+            int r = net_io_step(c, &c->socks[j]);
+            if (r == NET_IO_FAILED)
+                return;
+            more |= r == NET_IO_MORE;
+        }
+        if (!more && atomic_load(&c->gen) == gen)
+            return;
+    }
+}
+
+static void *net_io_thread(void *arg)
+{
+    net_sock_thread_t *t = arg;
+    net_sock_comm_t *c = t->comm;
+    struct pollfd pfd[NET_SOCK_MAX_SOCKS + 1];
+    short ev = c->is_send ? POLLOUT : POLLIN;
+    while (!atomic_load_explicit(&c->stop, memory_order_acquire)) {
+        uint64_t gen = atomic_load(&c->gen);
+        int np = 0, more = 0;
+        pfd[np++] = (struct pollfd){t->efd, POLLIN, 0};
+        /* After a failure the thread only waits to be stopped. */
+        for (int j = t->index; j < c->nsocks && !atomic_load_explicit(&c->failed, memory_order_acquire);
+             j += c->nthreads) {
+            net_sock_t *s = &c->socks[j];
+            int r = net_io_step(c, s);
+            if (r == NET_IO_MORE)
+                more = 1;
+            else if (r == NET_IO_WANT)
+                pfd[np++] = (struct pollfd){s->fd, ev, 0};
+        }
+        if (more)
+            continue;
+        atomic_store(&t->sleeping, 1);
+        if (atomic_load(&c->gen) == gen && !atomic_load(&c->stop))
+            poll(pfd, (nfds_t)np, NET_IO_SLEEP_MS);
+        atomic_store(&t->sleeping, 0);
+        uint64_t drain;
+        if ((pfd[0].revents & POLLIN) && read(t->efd, &drain, sizeof drain) < 0) {
+            /* EAGAIN: another read won the race; the eventfd is non-blocking. */
+        }
+    }
+    return NULL;
+}
+
+void net_sock_comm_destroy(net_sock_comm_t *c)
+{
+    if (!c)
+        return;
+    atomic_store_explicit(&c->stop, 1, memory_order_release);
+    for (int t = 0; t < c->nthreads; t++) {
+        net_sock_thread_t *th = &c->threads[t];
+        if (th->started) {
+            uint64_t one = 1;
+            if (write(th->efd, &one, sizeof one) < 0) {
+                /* Saturated counter: it is awake. */
+            }
+            pthread_join(th->tid, NULL);
+        }
+        if (th->efd >= 0)
+            close(th->efd);
+    }
+    for (int j = 0; j < c->nsocks; j++)
+        sock_close(&c->socks[j].fd);
+    pthread_mutex_destroy(&c->fail_lock);
+    free(c);
+}
+
+ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads,
+                                  const char *peer, net_sock_comm_t **out)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    *out = NULL;
+    net_sock_comm_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        for (int j = 0; j < nsocks; j++)
+            close(fds[j]);
+        CCL_FAIL(CCL_ERR_SYSTEM, "net/socket: out of memory for a connection to %s", peer);
+    }
+    pthread_mutex_init(&c->fail_lock, NULL);
+    c->is_send = is_send;
+    c->nsocks = nsocks;
+    c->nthreads = nthreads < nsocks ? nthreads : nsocks;
+    snprintf(c->peer, sizeof c->peer, "%s", peer);
+    for (int j = 0; j < nsocks; j++) {
+        c->socks[j].fd = fds[j];
+        c->socks[j].index = j;
+    }
+    for (int t = 0; t < c->nthreads; t++)
+        c->threads[t].efd = -1;
+    for (int t = 0; t < c->nthreads; t++) {
+        c->threads[t].comm = c;
+        c->threads[t].index = t;
+        c->threads[t].efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (c->threads[t].efd < 0)
+            CCL_FAIL(CCL_ERR_SYSTEM, "net/socket: eventfd failed: %s", strerror(errno));
+    }
+    for (int t = 0; t < c->nthreads; t++) {
+        int rc = pthread_create(&c->threads[t].tid, NULL, net_io_thread, &c->threads[t]);
+        if (rc != 0)
+            CCL_FAIL(CCL_ERR_SYSTEM, "net/socket: cannot start a helper thread: %s", strerror(rc));
+        c->threads[t].started = 1;
+    }
+    LOG_INFO(SUB_ALL, "net/socket: %s comm with %s: %d socket(s), %d helper thread(s)",
+             is_send ? "send" : "recv", peer, nsocks, c->nthreads);
+    *out = c;
+    c = NULL;
+out:
+    net_sock_comm_destroy(c);
+    return res;
+}
+
+int net_sock_comm_is_send(const net_sock_comm_t *c) { return c->is_send; }
+
+const char *net_sock_comm_peer(const net_sock_comm_t *c) { return c->peer; }
+
+ccl_result_t net_sock_post(net_sock_comm_t *c, void *data, size_t size, uint32_t tag,
+                           net_sock_req_t **out)
+{
+    *out = NULL;
+    if (c->nthreads == 0)
+        net_io_progress_inline(c); /* moves sockets past old slots, too */
+    if (atomic_load_explicit(&c->failed, memory_order_acquire))
+        return net_io_failure(c);
+    if (size > 0 && !data)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: NULL buffer for %zu bytes", size);
+    uint64_t seq = c->posted_local;
+    net_sock_req_t *r = &c->reqs[seq % NET_SOCK_MAX_REQS];
+    if (r->in_use)
+        return CCL_SUCCESS; /* max_requests in flight: the caller retries */
+    if (seq >= NET_SOCK_MAX_REQS) {
+        for (int j = 0; j < c->nsocks; j++)
+            if (atomic_load_explicit(&c->socks[j].cur, memory_order_acquire) <= seq - NET_SOCK_MAX_REQS)
+                return CCL_SUCCESS; /* a socket still looks at the slot's last message */
+    }
+    r->comm = c;
+    r->seq = seq;
+    r->data = data;
+    r->cap = size;
+    r->tag = tag;
+    r->in_use = 1;
+    atomic_store_explicit(&r->pieces_done, 0, memory_order_relaxed);
+    if (c->is_send) {
+        r->size = size;
+        net_io_layout(r, c->nsocks);
+        atomic_store_explicit(&r->hdr_ready, 1, memory_order_relaxed);
+    } else {
+        r->size = 0;
+        atomic_store_explicit(&r->hdr_ready, 0, memory_order_relaxed);
+    }
+    c->posted_local = seq + 1;
+    /* Publishes the slot to the helpers (they read posted with acquire). */
+    atomic_store_explicit(&c->posted, seq + 1, memory_order_release);
+    if (c->nthreads > 0)
+        net_io_wake(c);
+    else
+        net_io_progress_inline(c);
+    *out = r;
+    return CCL_SUCCESS;
+}
+
+ccl_result_t net_sock_test(net_sock_req_t *r, int *done, size_t *size)
+{
+    *done = 0;
+    if (!r->in_use)
+        return err_set(CCL_ERR_INVALID_USAGE, "net/socket: test on a request that already completed");
+    net_sock_comm_t *c = r->comm;
+    if (c->nthreads == 0)
+        net_io_progress_inline(c);
+    if (atomic_load_explicit(&c->failed, memory_order_acquire))
+        return net_io_failure(c);
+    /* Requests complete in order: a later one may have all its stripes
+     * while an earlier one still waits for some. */
+    while (c->completed < c->posted_local) {
+        net_sock_req_t *q = &c->reqs[c->completed % NET_SOCK_MAX_REQS];
+        if (!atomic_load_explicit(&q->hdr_ready, memory_order_acquire) ||
+            atomic_load_explicit(&q->pieces_done, memory_order_acquire) < q->npieces)
+            break;
+        c->completed++;
+    }
+    if (r->seq < c->completed) {
+        *done = 1;
+        if (size)
+            *size = r->size;
+        r->in_use = 0;
+    }
+    return CCL_SUCCESS;
+}

@@ -1,0 +1,59 @@
+/*
+ * net_socket_io.h - moving messages over the sockets of one TCP connection.
+ *
+ * Striping. Message seq of size S has a lead socket, seq % nsocks, so that
+ * consecutive small messages spread over the sockets. S is cut into
+ * k = min(nsocks, ceil(S / 64 KiB)) stripes of equal size (rounded up to
+ * 4 KiB); stripe i goes on socket (lead + i) % nsocks. The lead socket
+ * carries the header (net_sock_msg_hdr_t) and then stripe 0; an empty
+ * message is a header alone. Every socket carries its part of each message
+ * in message order, so neither side needs per-stripe headers: the receiver
+ * computes the same layout from the size in the header, after checking that
+ * size against the posted receive. Nothing the peer sends can make a socket
+ * read past the buffer of the message it belongs to.
+ *
+ * Who does the I/O. With CCL_SOCKET_NTHREADS = T > 0 each comm starts
+ * min(T, nsocks) helper threads; socket j belongs to thread j % T. A helper
+ * tries its sockets without waiting and sleeps in poll() when none can move
+ * (an eventfd wakes it for new requests and for headers another helper
+ * read). The caller's test() then only reads counters. With T = 0 the
+ * caller's own isend/irecv/test calls do the non-blocking I/O: no threads,
+ * for hosts where ranks already outnumber cores.
+ *
+ * Requests live in a ring of NET_SOCK_MAX_REQS slots per comm. A slot is
+ * reused only after its request was reported done and every socket has
+ * moved past it, so a helper never reads a slot the caller rewrites.
+ */
+#ifndef CCL_TRANSPORT_NET_SOCKET_IO_H
+#define CCL_TRANSPORT_NET_SOCKET_IO_H
+
+#include "ccl.h"
+#include "transport/net_socket.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NET_SOCK_MAX_REQS 32
+/* Smallest stripe: below it one socket moves the message as fast as several. */
+#define NET_SOCK_MIN_STRIPE (64 * 1024)
+
+typedef struct net_sock_comm net_sock_comm_t;
+typedef struct net_sock_req net_sock_req_t;
+
+/* Takes the connected sockets fds[0..nsocks) (closed on failure too) and
+ * starts the comm's helpers. peer describes the other end for messages
+ * ("rank 3 at 10.0.0.2:41000"). */
+ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads,
+                                  const char *peer, net_sock_comm_t **out);
+/* Stops the helpers, closes the sockets, frees the comm and its requests. */
+void net_sock_comm_destroy(net_sock_comm_t *comm);
+int net_sock_comm_is_send(const net_sock_comm_t *comm);
+const char *net_sock_comm_peer(const net_sock_comm_t *comm);
+
+/* Posts a send (size bytes) or a receive (up to size bytes). *req is NULL
+ * when all slots are busy. */
+ccl_result_t net_sock_post(net_sock_comm_t *comm, void *data, size_t size, uint32_t tag,
+                           net_sock_req_t **req);
+ccl_result_t net_sock_test(net_sock_req_t *req, int *done, size_t *size);
+
+#endif
