@@ -97,8 +97,55 @@ out:
     return res;
 }
 
+/* Groups ranks by host id into nodes, numbered by their lowest rank, and
+ * finds this rank's place. Any spread works: 3 ranks on one node and 1 on
+ * another, or ranks of one node interleaved with another's. */
+static ccl_result_t comm_layout(struct ccl_comm *comm)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int n = comm->nranks;
+    int *arr = calloc((size_t)(4 * n + 1), sizeof *arr);
+    if (!arr)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for the node layout of %d ranks", n);
+    int *node_of = arr, *local_rank = arr + n, *node_ranks = arr + 2 * n, *node_first = arr + 3 * n;
+    int nnodes = 0;
+    for (int i = 0; i < n; i++) {
+        node_of[i] = -1;
+        for (int j = 0; j < i; j++)
+            if (comm->bs.peers[j].hostid == comm->bs.peers[i].hostid) {
+                node_of[i] = node_of[j];
+                break;
+            }
+        if (node_of[i] < 0)
+            node_of[i] = nnodes++;
+    }
+    /* Counting sort by node keeps rank order within each node. */
+    for (int i = 0; i < n; i++)
+        node_first[node_of[i] + 1]++;
+    for (int k = 0; k < nnodes; k++)
+        node_first[k + 1] += node_first[k];
+    int max_local = 0;
+    for (int k = 0; k < nnodes; k++) {
+        int at = node_first[k];
+        for (int i = 0; i < n; i++)
+            if (node_of[i] == k) {
+                local_rank[i] = at - node_first[k];
+                node_ranks[at++] = i;
+            }
+        if (at - node_first[k] > max_local)
+            max_local = at - node_first[k];
+    }
+    comm->layout = (sched_layout_t){nnodes, node_of, local_rank, node_first, node_ranks};
+    comm->nlocal = node_first[node_of[comm->rank] + 1] - node_first[node_of[comm->rank]];
+    comm->local_rank = local_rank[comm->rank];
+    comm->max_local = max_local;
+out:
+    return res;
+}
+
 static void comm_free(struct ccl_comm *comm)
 {
+    free((void *)comm->layout.node_of); /* the one allocation behind every array */
     connect_close(comm);
     shm_peer_cache_close(&comm->peer_maps);
     bs_close(&comm->bs);
@@ -123,17 +170,10 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     topo_hostname(me.hostname, sizeof me.hostname);
     CCL_TRY(bs_init(&comm->bs, id, comm->rank, comm->nranks, &me));
 
-    for (int i = 0; i < comm->nranks; i++) {
-        const bs_peer_t *p = &comm->bs.peers[i];
-        if (p->hostid == me.hostid) {
-            comm->nlocal++;
-            continue;
-        }
-        CCL_FAIL(CCL_ERR_UNSUPPORTED,
-                 "rank %d is on another host (%s); this build connects ranks of one host only "
-                 "(shared memory), the network transport is not part of it yet",
-                 i, p->hostname);
-    }
+    CCL_TRY(comm_layout(comm));
+    if (comm->layout.nnodes > 1)
+        CCL_FAIL(CCL_ERR_UNSUPPORTED, "ranks span %d nodes; this build connects ranks of one host only "
+                 "(shared memory), the network transport is not wired in yet", comm->layout.nnodes);
     comm->spin = wait_spin_budget(comm->nlocal);
     comm->yield = wait_yield_budget(comm->nlocal);
     CCL_TRY(comm_agree_fifo(comm));
@@ -146,8 +186,8 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->redop_tag = redop_new_tag();
     comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
     comm->single_copy_threshold = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
-    LOG_INFO(SUB_INIT, "rank %d/%d ready: %d local ranks, %u slots of %zu bytes, spin %d",
-             comm->rank, comm->nranks, comm->nlocal, comm->nslots, comm->slot_size, comm->spin);
+    LOG_INFO(SUB_INIT, "rank %d/%d ready: %d nodes, %d local ranks (local rank %d), %u slots of %zu bytes, spin %d",
+             comm->rank, comm->nranks, comm->layout.nnodes, comm->nlocal, comm->local_rank, comm->nslots, comm->slot_size, comm->spin);
 out:
     return res;
 }

@@ -17,7 +17,7 @@
 
 #define COMM_ERR_MAX 1024
 
-typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_TREE, ALGO_RD, ALGO_COUNT } algo_t;
+typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_TREE, ALGO_RD, ALGO_HIER, ALGO_COUNT } algo_t;
 
 /* A premulsum operator created on this comm (ccl_redop_create_premulsum). */
 typedef struct {
@@ -32,6 +32,11 @@ typedef struct {
 struct ccl_comm {
     int rank, nranks;
     int nlocal;              /* ranks on this host, this one included */
+    int local_rank;          /* our index among them */
+    /* How ranks sit on nodes (hosts), from the peers' host ids: nodes are
+     * numbered by their lowest rank. Arrays are owned by the comm. */
+    sched_layout_t layout;
+    int max_local;           /* ranks on the fullest node */
     bs_t bs;                 /* peers[] holds every rank's pid and host */
     shm_conn_t *send_conns;  /* [nranks]; fifo == NULL where unconnected */
     shm_conn_t *recv_conns;

@@ -28,7 +28,7 @@
 
 const char *tuner_algo_name(algo_t algo)
 {
-    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain", "pairwise", "tree", "rd"};
+    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain", "pairwise", "tree", "rd", "hier"};
     return (unsigned)algo < ALGO_COUNT ? names[algo] : "?";
 }
 
