@@ -181,12 +181,14 @@ limit_link() {
     local ns=$1 dev=$2 rate=$3 delay=$4 burst=$5
     local parent="root"
     if [[ -n "$delay" ]]; then
-        tc -n "$ns" qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 100000
+        tc -n "$ns" qdisc add dev "$dev" root handle 1: netem delay "$delay" limit 100000 ||
+            die "up: --delay needs tc's netem qdisc (kernel module sch_netem)"
         parent="parent 1:1"
     fi
     if [[ -n "$rate" ]]; then
         # shellcheck disable=SC2086 # $parent is two words or one
-        tc -n "$ns" qdisc add dev "$dev" $parent handle 10: tbf rate "$rate" burst "$burst" latency 50ms
+        tc -n "$ns" qdisc add dev "$dev" $parent handle 10: tbf rate "$rate" burst "$burst" latency 50ms ||
+            die "up: --rate needs tc's tbf qdisc (kernel module sch_tbf)"
     fi
 }
 
@@ -248,6 +250,8 @@ up() {
     gc
     teardown "$NAME" # a leftover of the same name
     mkdir -p "$STATE/uts" "$STATE/tmp"
+    # A failure from here on removes the half-built cluster.
+    trap 'teardown "$NAME"' EXIT
     [[ -z "$owner" ]] || echo "$owner $(proc_start "$owner")" >"$STATE/owner"
 
     # tbf needs a bucket of at least one full (GSO) packet and about a timer
@@ -301,6 +305,7 @@ up() {
     echo "$rate" >"$STATE/rate"
     echo "$delay" >"$STATE/delay"
     echo "$k" >"$STATE/size" # last: the cluster counts as up from here
+    trap - EXIT
     echo "cluster '$NAME' up: $k node(s), node1..node$k at $SUBNET.1..$SUBNET.$k${rate:+, links limited to $rate}${delay:+, delay $delay}"
 }
 
