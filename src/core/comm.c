@@ -171,13 +171,11 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     CCL_TRY(bs_init(&comm->bs, id, comm->rank, comm->nranks, &me));
 
     CCL_TRY(comm_layout(comm));
-    if (comm->layout.nnodes > 1)
-        CCL_FAIL(CCL_ERR_UNSUPPORTED, "ranks span %d nodes; this build connects ranks of one host only "
-                 "(shared memory), the network transport is not wired in yet", comm->layout.nnodes);
     comm->spin = wait_spin_budget(comm->nlocal);
     comm->yield = wait_yield_budget(comm->nlocal);
     CCL_TRY(comm_agree_fifo(comm));
     CCL_TRY(connect_mesh(comm));
+    CCL_TRY(connect_net(comm));
     CCL_TRY(connect_board(comm));
     if (posix_memalign(&comm->scratch, 4096, 2 * comm->slot_size) != 0)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", 2 * comm->slot_size);

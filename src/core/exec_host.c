@@ -57,9 +57,15 @@ static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
     if (atomic_load(&comm->aborted))
         return err_set(CCL_ERR_ABORTED, "communicator aborted while waiting to %s %s", c->what,
                        c->peer >= 0 ? "a peer" : "all ranks");
+    if (comm->net && net_failed(comm->net))
+        return err_set(CCL_ERR_REMOTE, "%s", net_error(comm->net));
     int first = c->peer >= 0 ? c->peer : 0, last = c->peer >= 0 ? c->peer : comm->nranks - 1;
     for (int q = first; q <= last; q++) {
         const bs_peer_t *p = &comm->bs.peers[q];
+        /* Liveness by pid only works for processes of our host; the net
+         * proxy notices remote failures (closed sockets, keepalive). */
+        if (comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
+            continue;
         if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid))
             return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
                            q, (int)p->pid, p->hostname, c->what);
@@ -236,6 +242,11 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         CCL_TRY(shm_recv_wait(rc, &now, &in));
     if (sc)
         CCL_TRY(shm_send_wait(sc, &now, &out));
+    /* Both ends cut a step into the same slices: another length means the
+     * peer runs another call (or another count) than we do. */
+    if (rc && shm_recv_len(rc) != nbytes)
+        CCL_FAIL(CCL_ERR_MISMATCH, "rank %d sent %zu bytes where this rank expected %zu: "
+                 "the ranks called different collectives or counts", st->recv_peer, shm_recv_len(rc), nbytes);
     if (rc && shm_recv_is_ref(rc)) {
         shm_ref_t ref;
         memcpy(&ref, in, sizeof ref);
@@ -249,7 +260,9 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
      * reference. */
     const char *ref_data = NULL;
     const mem_ref_t *ref_buf = NULL;
-    if (sc && st->action == SCHED_SEND) {
+    if (sc && sc->via_net) {
+        /* the net proxy sends what is in the slot */
+    } else if (sc && st->action == SCHED_SEND) {
         ref_data = src + off;
         ref_buf = st->src_buf == SCHED_BUF_SEND ? (x->send_reg ? &x->send_ref : NULL) : (x->recv_reg ? &x->recv_ref : NULL);
     } else if (sc && (st->action == SCHED_RECV_COPY_SEND || st->action == SCHED_RECV_REDUCE_COPY_SEND)) {
@@ -266,10 +279,10 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         shm_ref_t ref = {SHM_REF_MAGIC, ref_buf->fd, ref_buf->id, ref_buf->alloc_len,
                          ref_buf->offset + (uint64_t)(ref_data - ref_base), nbytes, (uint64_t)(uintptr_t)ref_data};
         memcpy(out, &ref, sizeof ref);
-        shm_send_post(sc, SHM_SLOT_REF);
+        shm_send_post(sc, SHM_SLOT_REF, nbytes);
         x->sent_refs = 1;
     } else if (sc) {
-        shm_send_post(sc, SHM_SLOT_DATA);
+        shm_send_post(sc, SHM_SLOT_DATA, nbytes);
     }
 out:
     if (res != CCL_SUCCESS) {
