@@ -129,6 +129,15 @@ run_step() {
         fi
         cat "$log.check" >>"$log"
     fi
+    # want_algo (set by part_algos): the forced algorithm must have run; the
+    # ranks' COLL traces (CCL_DEBUG_FILE) name the algorithm of every call.
+    if [[ -z "$why" && -n "${want_algo:-}" ]]; then
+        if ! grep -qs "algo $want_algo\b" "$TMP/trace.$name".*; then
+            echo "check: no call ran algo $want_algo (CCL_ALGO=$want_algo fell back to: $(cat "$TMP/trace.$name".* 2>/dev/null |
+                grep -o 'algo [a-z]*' | sort | uniq -c | tr -s ' \n' ' '))" >>"$log"
+            why="CCL_ALGO=$want_algo was not applied"
+        fi
+    fi
     if [[ -z "$why" && $((rx1 - rx0)) -lt $min_rx ]]; then
         echo "check: node2's eth0 received $((rx1 - rx0)) bytes, expected at least $min_rx" >>"$log"
         why="no traffic between the nodes"
@@ -185,11 +194,14 @@ algo_cases=(
     "direct   1,1 allreduce"
 )
 part_algos() {
-    local line algo layout colls extra
+    local line algo layout colls extra name want_algo
     for line in "${algo_cases[@]}"; do
         read -r algo layout colls extra <<<"$line"
+        name="ccl-algo-$algo-${layout/,/+}"
+        want_algo=$algo
         # shellcheck disable=SC2086 # $extra is a list of options
-        CCL_ALGO=$algo run_step "ccl-algo-$algo-${layout/,/+}" ccl "$layout" $((256 << 10)) perf -- \
+        CCL_ALGO=$algo CCL_DEBUG=TRACE CCL_DEBUG_SUBSYS=COLL CCL_DEBUG_FILE="$TMP/trace.$name.%h.%p" \
+            run_step "$name" ccl "$layout" $((256 << 10)) perf -- \
             "$BUILD/bin/ccl-perf" -C "$colls" -d float,int8,double -o sum,max,avg -c 1 \
             -b 8 -e 2M -f 16 -n 1 -w 1 $extra
     done
