@@ -24,6 +24,7 @@
 # forced in the sweep; BENCH_LOG (default /tmp/ccl-cluster-bench.PID) keeps
 # every raw table. Sizes in the tables are bytes, times microseconds,
 # bandwidths GB/s (1e9 B/s, nccl-tests' algbw and busbw, out of place).
+# CCL_* variables in the environment reach every rank (e.g. CCL_BUFFSIZE).
 set -uo pipefail
 
 # shellcheck source=tests/cluster/paths.sh
