@@ -253,13 +253,18 @@ fi
 if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
     net_port=$((20000 + RANDOM % 20000))
     net_perf=(-b 8 -e 300K -f 37 -n 2 -w 1 -C all -d all -o all -c 1 -r -1)
-    for case in "0,0,1,1:" "0,0,0,1:ring" "0,0,0,1:hier" "0,0,0,1:tree" "0,0,0,1:rd" "0,1,0,1:"; do
-        map=${case%%:*} algo=${case#*:}
+    # map:algorithm:zero-copy threshold (1: every net send from the user
+    # buffer; empty: the default, above these sizes)
+    for case in "0,0,1,1::" "0,0,0,1:ring:" "0,0,0,1:hier:" "0,0,0,1:tree:" "0,0,0,1:rd:" "0,1,0,1::" \
+                "0,0,1,1::1" "0,1,0,1:hier:1"; do
+        IFS=: read -r map algo zcopy <<<"$case"
         net_port=$((net_port + 1))
-        PERF_INPLACE_NA=1 POST_CHECK=check_perf_output run_test "net/ccl-perf-nodes[$map${algo:+,$algo}]" mp \
+        PERF_INPLACE_NA=1 POST_CHECK=check_perf_output \
+            run_test "net/ccl-perf-nodes[$map${algo:+,$algo}${zcopy:+,zero-copy}]" mp \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             HOSTMAP="$map" CCL_ALGO="$algo" CCL_COMM_ID="127.0.0.1:$net_port" \
-            mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_ALGO -x CCL_COMM_ID \
+            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" \
+            mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_ALGO -x CCL_COMM_ID -x CCL_NET_ZERO_COPY_THRESHOLD \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"
     done
     for bin in "${mpi_bins[@]}"; do

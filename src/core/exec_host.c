@@ -96,7 +96,9 @@ typedef struct {
     void *premul_buf; /* one slot: this rank's input times the premulsum scalar */
     /* Single copy: data that lies in a registered user buffer is sent as a
      * reference the peer reads in place, instead of copied into the slot. */
-    int send_reg, recv_reg;
+    int send_refs, recv_refs; /* the schedule lets that buffer's data go by reference */
+    int send_reg, recv_reg;   /* ... and it is registered (local peers map it) */
+    int net_refs;             /* ... and the call is large enough for net sends to go from it */
     mem_ref_t send_ref, recv_ref;
     int sent_refs;   /* the call must drain its sends before returning */
     ccl_result_t res; /* why a slice failed */
@@ -257,27 +259,28 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     }
     /* The outgoing data lies in a user buffer for SEND (src) and for the
      * steps that also keep what they send (dst); only there can it go by
-     * reference. */
+     * reference: to a local peer if the buffer is registered (it maps it),
+     * to the net proxy always (it sends straight from it). */
     const char *ref_data = NULL;
-    const mem_ref_t *ref_buf = NULL;
-    if (sc && sc->via_net) {
-        /* the net proxy sends what is in the slot */
-    } else if (sc && st->action == SCHED_SEND) {
+    int from_send = 0;
+    if (sc && st->action == SCHED_SEND) {
         ref_data = src + off;
-        ref_buf = st->src_buf == SCHED_BUF_SEND ? (x->send_reg ? &x->send_ref : NULL) : (x->recv_reg ? &x->recv_ref : NULL);
+        from_send = st->src_buf == SCHED_BUF_SEND;
     } else if (sc && (st->action == SCHED_RECV_COPY_SEND || st->action == SCHED_RECV_REDUCE_COPY_SEND)) {
         ref_data = dst + off;
-        ref_buf = x->recv_reg ? &x->recv_ref : NULL;
     }
-    const char *ref_base = ref_buf == &x->send_ref ? (const char *)a->sendbuf : (const char *)a->recvbuf;
-    exec_slice(st, x, in, ref_buf ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
+    int by_ref = ref_data && (from_send ? x->send_refs : x->recv_refs) &&
+                 (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
+    exec_slice(st, x, in, by_ref ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc)
         shm_recv_done(rc);
-    if (sc && ref_buf) {
+    if (sc && by_ref) {
         if (x->stream_out)
             dev_copy_fence(); /* streamed stores visible before the peer reads them */
-        shm_ref_t ref = {SHM_REF_MAGIC, ref_buf->fd, ref_buf->id, ref_buf->alloc_len,
-                         ref_buf->offset + (uint64_t)(ref_data - ref_base), nbytes, (uint64_t)(uintptr_t)ref_data};
+        const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
+        const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
+        shm_ref_t ref = {SHM_REF_MAGIC, buf->fd, buf->id, buf->alloc_len,
+                         buf->offset + (uint64_t)(ref_data - base), nbytes, (uint64_t)(uintptr_t)ref_data};
         memcpy(out, &ref, sizeof ref);
         shm_send_post(sc, SHM_SLOT_REF, nbytes);
         x->sent_refs = 1;
@@ -300,18 +303,23 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
     size_t send_bytes, recv_bytes;
     coll_extent(a, &send_bytes, &recv_bytes);
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
-    if (comm->single_copy_threshold > 0 && !sched->no_refs && (send_bytes >= comm->single_copy_threshold ||
-                                            recv_bytes >= comm->single_copy_threshold)) {
-        /* A reference is safe only to memory that stays unchanged until the
-         * peer has read it. Results (dst of a step) are final once written;
-         * the send buffer is too, unless the call is in place and its
-         * schedule may overwrite input while a peer still reads it. A
-         * premultiplied input exists only in our slot, never in place. */
-        const char *s = a->sendbuf, *r = a->recvbuf;
-        int overlap = send_bytes && recv_bytes && s < r + recv_bytes && r < s + send_bytes;
-        int overwritten = overlap && !sched->send_refs_safe_in_place;
-        x->send_reg = send_bytes && !overwritten && !a->premul && mem_find(a->sendbuf, send_bytes, &x->send_ref);
-        x->recv_reg = recv_bytes && mem_find(a->recvbuf, recv_bytes, &x->recv_ref);
+    if (sched->no_refs)
+        return;
+    /* A reference is safe only to memory that stays unchanged until the
+     * peer has read it (or the net proxy has sent it). Results (dst of a
+     * step) are final once written; the send buffer is too, unless the call
+     * is in place and its schedule may overwrite input while a peer still
+     * reads it. A premultiplied input exists only in our slot. */
+    const char *s = a->sendbuf, *r = a->recvbuf;
+    int overlap = send_bytes && recv_bytes && s < r + recv_bytes && r < s + send_bytes;
+    int overwritten = overlap && !sched->send_refs_safe_in_place;
+    x->send_refs = send_bytes && !overwritten && !a->premul;
+    x->recv_refs = recv_bytes != 0;
+    size_t bytes = send_bytes > recv_bytes ? send_bytes : recv_bytes;
+    x->net_refs = comm->net_zero_copy_threshold > 0 && bytes >= comm->net_zero_copy_threshold;
+    if (comm->single_copy_threshold > 0 && bytes >= comm->single_copy_threshold) {
+        x->send_reg = x->send_refs && mem_find(a->sendbuf, send_bytes, &x->send_ref);
+        x->recv_reg = x->recv_refs && mem_find(a->recvbuf, recv_bytes, &x->recv_ref);
     }
 }
 

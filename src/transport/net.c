@@ -134,6 +134,13 @@ static int net_post_slot(net_t *net, net_conn_t *c)
     uint32_t tag = c->posted;
     ccl_result_t res;
     if (c->is_send) {
+        /* A reference slot: the data stays in the user's buffer, which the
+         * executor keeps unchanged until we report the send done. */
+        if (shm_slot_is_ref_at(&c->end, c->posted)) {
+            shm_ref_t ref;
+            memcpy(&ref, data, sizeof ref);
+            data = (void *)(uintptr_t)ref.vaddr;
+        }
         res = fn->isend(c->pcomm, data, shm_slot_len_at(&c->end, c->posted), tag, NULL, &req);
     } else {
         size_t size = net->slot_size;

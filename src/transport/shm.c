@@ -280,7 +280,12 @@ int shm_send_ready(const shm_conn_t *conn)
 
 int shm_recv_is_ref(const shm_conn_t *conn)
 {
-    return (conn->fifo->kind[conn->pos % conn->nslots] & SHM_SLOT_KIND_BIT) != 0;
+    return shm_slot_is_ref_at(conn, conn->pos);
+}
+
+int shm_slot_is_ref_at(const shm_conn_t *conn, uint32_t i)
+{
+    return (conn->fifo->kind[i % conn->nslots] & SHM_SLOT_KIND_BIT) != 0;
 }
 
 size_t shm_recv_len(const shm_conn_t *conn)

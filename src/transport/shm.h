@@ -88,6 +88,7 @@ size_t shm_recv_len(const shm_conn_t *conn);
 uint32_t shm_peer_count(const shm_conn_t *conn);
 void *shm_slot_at(const shm_conn_t *conn, uint32_t i);
 size_t shm_slot_len_at(const shm_conn_t *conn, uint32_t i);
+int shm_slot_is_ref_at(const shm_conn_t *conn, uint32_t i);
 int shm_conn_poisoned(const shm_conn_t *conn);
 /* Sender side: waits until the receiver consumed everything posted. */
 ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy);
