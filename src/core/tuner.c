@@ -7,7 +7,7 @@
  * else takes the bandwidth algorithm of its collective: the ring
  * (allreduce, allgather, reduce-scatter), the pipelined chain (broadcast,
  * reduce) or pairwise exchange (alltoall, gather, scatter, send/recv).
- * CCL_ALGO=ring|direct|oneshot|tree|rd overrides where the algorithm
+ * CCL_ALGO=ring|direct|oneshot|tree|rd|hier overrides where the algorithm
  * applies ("ring", "chain" and "pairwise" all mean: the bandwidth
  * algorithm; tree and rd (recursive doubling) exist for allreduce and
  * wait for the multi-node cost model to be chosen on their own).
@@ -70,6 +70,9 @@ algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, 
             return ALGO_TREE;
         if (!strcasecmp(forced, "rd") && coll == SCHED_ALLREDUCE)
             return ALGO_RD;
+        /* Hierarchical: allreduce across nodes (schedules get a layout only then). */
+        if (!strcasecmp(forced, "hier") && coll == SCHED_ALLREDUCE && comm->layout.nnodes > 1)
+            return ALGO_HIER;
         if (!strcasecmp(forced, "ring") || !strcasecmp(forced, "chain") || !strcasecmp(forced, "pairwise"))
             return fallback; /* each collective has one of these */
     }
