@@ -21,9 +21,9 @@
  *   (n-1) * count across each node boundary through a single rank (and
  *   across every hop, n-1 per rank, when ranks alternate between nodes);
  *   intra-node bytes per rank: (L-1)/L * (n * count) sent;
- *   dependent hops: (nn-1) inter-node, then (L-1) + (nn-1) intra-node
- *   (phase 2 pipelines nn units of a block through L-1 hops), against the
- *   ring's n-1, every one of them as slow as its slowest, inter-node, hop.
+ *   steps (messages, run one after another) per rank: nn-1 inter-node,
+ *   then (L-1) * nn intra-node, against the ring's n-1, every one of
+ *   which waits for the ring's slowest (inter-node) hop.
  * A rank of a node smaller than the largest serves several rails and moves
  * that many times the inter-node bytes; one rank per node is the flat ring
  * over the nodes, one node is the flat ring in local rank order.

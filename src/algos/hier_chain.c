@@ -52,7 +52,8 @@
  *     the hierarchical allgather); each rank still sends (n-1) * count in
  *     all, like the flat ring, whose inter-node (n-1) * count crosses each
  *     node boundary through one rank (every hop when ranks alternate
- *     between nodes); sequential steps n-1, as the ring;
+ *     between nodes); steps n-1 per rank, as the ring, of which only
+ *     nn-1 go to another node (the ring's all wait for its inter-node hop);
  *   broadcast, reduce: inter-node bytes per rank about count / L (its
  *     rails' shards, once per node boundary), against the flat chain's
  *     count through one rank per boundary; every rank receives (broadcast)
