@@ -166,18 +166,25 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     bs_peer_t me;
     memset(&me, 0, sizeof me);
     me.hostid = topo_host_id();
+    me.kernelid = topo_kernel_id();
     me.pid = (int32_t)getpid();
     topo_hostname(me.hostname, sizeof me.hostname);
     CCL_TRY(bs_init(&comm->bs, id, comm->rank, comm->nranks, &me));
 
     CCL_TRY(comm_layout(comm));
+    /* Ranks of other nodes may still share our cores (CCL_HOSTID, network
+     * namespaces): the wait policy counts everyone on this kernel, twice
+     * when each also runs a busy net proxy thread. */
+    int cores_shared_by = 0;
+    for (int i = 0; i < comm->nranks; i++)
+        cores_shared_by += comm->bs.peers[i].kernelid == me.kernelid;
     if (comm->layout.nnodes > 1)
-        CCL_FAIL(CCL_ERR_UNSUPPORTED, "ranks span %d nodes; this build connects ranks of one host only "
-                 "(shared memory), the network transport is not wired in yet", comm->layout.nnodes);
-    comm->spin = wait_spin_budget(comm->nlocal);
-    comm->yield = wait_yield_budget(comm->nlocal);
+        cores_shared_by *= 2;
+    comm->spin = wait_spin_budget(cores_shared_by);
+    comm->yield = wait_yield_budget(cores_shared_by);
     CCL_TRY(comm_agree_fifo(comm));
     CCL_TRY(connect_mesh(comm));
+    CCL_TRY(connect_net(comm));
     CCL_TRY(connect_board(comm));
     if (posix_memalign(&comm->scratch, 4096, 2 * comm->slot_size) != 0)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", 2 * comm->slot_size);
@@ -186,6 +193,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->redop_tag = redop_new_tag();
     comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
     comm->single_copy_threshold = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
+    comm->net_zero_copy_threshold = (size_t)param_int(PARAM_NET_ZERO_COPY_THRESHOLD);
     LOG_INFO(SUB_INIT, "rank %d/%d ready: %d nodes, %d local ranks (local rank %d), %u slots of %zu bytes, spin %d",
              comm->rank, comm->nranks, comm->layout.nnodes, comm->nlocal, comm->local_rank, comm->nslots, comm->slot_size, comm->spin);
 out:
