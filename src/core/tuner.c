@@ -199,9 +199,9 @@ algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, 
         static atomic_uint warned; /* one warning per collective per process */
         if (!(atomic_fetch_or(&warned, 1u << coll) & (1u << coll)))
             LOG_WARN(SUB_TUNING, "CCL_ALGO=\"%s\": no algorithm it allows applies to %s of %zu bytes on %d ranks "
-                     "(%d nodes); using the tuner's choice, %s (warned once per collective)",
+                     "(%d node%s); using the tuner's choice, %s (warned once per collective)",
                      param_str(PARAM_ALGO), sched_coll_name(coll), size, comm->nranks, comm->layout.nnodes,
-                     tune_algo_name(algo));
+                     comm->layout.nnodes == 1 ? "" : "s", tune_algo_name(algo));
     }
     LOG_TRACE(SUB_TUNING, "%s %zu bytes%s: %s, %.3g us modelled%s", sched_coll_name(coll), size,
               grouped ? " (grouped)" : "", tune_algo_name(algo), cost,
