@@ -432,6 +432,8 @@ static double tune_hier(const tune_ev_t *e)
 {
     const tune_model_t *m = e->m;
     int nn = e->nn, S = m->max_local;
+    if (e->coll != SCHED_ALLREDUCE)
+        return INFINITY; /* hier.c has no other schedule yet: model it with it */
     /* Shards that hold data (64-byte parts leave the last ones of a small
      * buffer empty); a rank of the emptiest node owns the most of them. */
     double shard = tune_part(e->size, S);
@@ -602,22 +604,24 @@ algo_t tune_pick(const tune_model_t *m, sched_coll_t coll, size_t size, int grou
         cand = apply;
         w = TUNE_PICK_FALLBACK;
     }
-    algo_t best = tune_bandwidth_algo(coll);
+    int best = -1;
     double best_cost = INFINITY;
     for (int a = 0; a < ALGO_COUNT; a++) {
         if (!(cand & TUNE_BIT(a)))
             continue;
         double c = tune_cost(m, coll, (algo_t)a, size, grouped);
-        if (c < best_cost) {
+        if (best < 0 || c < best_cost) { /* the first candidate even if it has no cost model */
             best_cost = c;
-            best = (algo_t)a;
+            best = a;
         }
     }
+    if (best < 0)
+        best = tune_bandwidth_algo(coll); /* nothing applies: cannot happen, every collective has one */
     if (cost)
         *cost = best_cost;
     if (why)
         *why = w;
-    return best;
+    return (algo_t)best;
 }
 
 /* ---- CCL_ALGO ------------------------------------------------------------- */
