@@ -76,7 +76,9 @@
  * When the peer dies, closes or violates the protocol, the next test() on a
  * request of that comm returns the error (CCL_ERR_REMOTE) with a message
  * naming the peer and its address, and so do all later calls on the comm; the
- * only useful call left is close_send/close_recv. A dead peer is noticed by
+ * only useful call left is close_send/close_recv. A request that had
+ * completed before the failure is still reported done by test(): a peer's
+ * last message counts even when the peer closes right after sending it. A dead peer is noticed by
  * the connection itself (closed socket, TCP keepalive); the caller still
  * bounds each wait with its own timeout (CCL_TIMEOUT).
  */

@@ -171,13 +171,11 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     CCL_TRY(bs_init(&comm->bs, id, comm->rank, comm->nranks, &me));
 
     CCL_TRY(comm_layout(comm));
-    if (comm->layout.nnodes > 1)
-        CCL_FAIL(CCL_ERR_UNSUPPORTED, "ranks span %d nodes; this build connects ranks of one host only "
-                 "(shared memory), the network transport is not wired in yet", comm->layout.nnodes);
     comm->spin = wait_spin_budget(comm->nlocal);
     comm->yield = wait_yield_budget(comm->nlocal);
     CCL_TRY(comm_agree_fifo(comm));
     CCL_TRY(connect_mesh(comm));
+    CCL_TRY(connect_net(comm));
     CCL_TRY(connect_board(comm));
     CCL_TRY(tuner_init(comm));
     if (posix_memalign(&comm->scratch, 4096, 2 * comm->slot_size) != 0)
@@ -187,6 +185,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->redop_tag = redop_new_tag();
     comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
     comm->single_copy_threshold = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
+    comm->net_zero_copy_threshold = (size_t)param_int(PARAM_NET_ZERO_COPY_THRESHOLD);
     LOG_INFO(SUB_INIT, "rank %d/%d ready: %d nodes, %d local ranks (local rank %d), %u slots of %zu bytes, spin %d",
              comm->rank, comm->nranks, comm->layout.nnodes, comm->nlocal, comm->local_rank, comm->nslots, comm->slot_size, comm->spin);
 out:

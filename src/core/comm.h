@@ -10,6 +10,7 @@
 #include "ccl.h"
 #include "topo/topo.h"
 #include "topo/tune.h"
+#include "transport/net.h"
 #include "transport/shm.h"
 #include "transport/shm_board.h"
 
@@ -47,6 +48,7 @@ struct ccl_comm {
     bs_t bs;                 /* peers[] holds every rank's pid and host */
     shm_conn_t *send_conns;  /* [nranks]; fifo == NULL where unconnected */
     shm_conn_t *recv_conns;
+    net_t *net;              /* connections to other hosts; NULL on one host */
     shm_board_t board;       /* one-shot board; hdr == NULL when not all ranks are local */
     size_t slot_size;        /* agreed by all ranks at init */
     uint32_t nslots;
@@ -54,6 +56,7 @@ struct ccl_comm {
     void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
     size_t single_copy_threshold; /* messages this large may go by reference */
+    size_t net_zero_copy_threshold; /* calls this large send to other hosts from the user buffer */
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 
     pthread_mutex_t exec_lock; /* one collective at a time per comm */
@@ -105,9 +108,10 @@ void comm_pending_done(struct ccl_comm *comm);
 /* Copies this thread's error message into the comm (for ccl_get_last_error). */
 void comm_record_error(struct ccl_comm *comm);
 
-/* connect.c: shm FIFOs between every pair of local ranks, and the one-shot
- * board. */
+/* connect.c: shm FIFOs between every pair of local ranks, net connections
+ * to every rank of another host, and the one-shot board. */
 ccl_result_t connect_mesh(struct ccl_comm *comm);
+ccl_result_t connect_net(struct ccl_comm *comm);
 ccl_result_t connect_board(struct ccl_comm *comm);
 void connect_close(struct ccl_comm *comm);
 void connect_poison(struct ccl_comm *comm);

@@ -1,8 +1,9 @@
 /*
- * connect.c - builds the shm connections a communicator's algorithms use.
+ * connect.c - builds the connections a communicator's algorithms use.
  *
- * Every rank gets a FIFO to and from every rank of its host (itself
- * included, for send/recv to self): rings, chains, alltoall and p2p all use
+ * Every rank gets a FIFO to and from every other rank (itself included, for
+ * send/recv to self): shared memory within a host, the net transport
+ * (transport/net.h) to other hosts. Rings, chains, alltoall and p2p all use
  * the same connections, which keeps the order of what crosses each one
  * simple to reason about. Only the ring neighbour's FIFO is pre-faulted at
  * init; the others fault in on first use. Each receiver creates its
@@ -16,6 +17,29 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+static int connect_is_local(const struct ccl_comm *comm, int q)
+{
+    return comm->layout.node_of[q] == comm->layout.node_of[comm->rank];
+}
+
+ccl_result_t connect_net(struct ccl_comm *comm)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int n = comm->nranks;
+    if (comm->layout.nnodes < 2)
+        return CCL_SUCCESS;
+    int *remote = calloc((size_t)n, sizeof *remote);
+    if (!remote)
+        return err_set(CCL_ERR_SYSTEM, "out of memory");
+    for (int q = 0; q < n; q++)
+        remote[q] = !connect_is_local(comm, q);
+    CCL_TRY(net_create(&comm->bs, comm->rank, n, remote, comm->nslots, comm->slot_size, comm->spin, comm->yield,
+                       comm->send_conns, comm->recv_conns, &comm->net));
+out:
+    free(remote);
+    return res;
+}
 
 ccl_result_t connect_mesh(struct ccl_comm *comm)
 {
@@ -33,12 +57,15 @@ ccl_result_t connect_mesh(struct ccl_comm *comm)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
     char *mine = names + (size_t)r * (size_t)n * SHM_NAME_MAX;
     for (int p = 0; p < n; p++, created++)
-        CCL_TRY(shm_conn_create(&comm->recv_conns[p], comm->nslots, comm->slot_size,
-                                mine + (size_t)p * SHM_NAME_MAX, p == prev));
+        if (connect_is_local(comm, p))
+            CCL_TRY(shm_conn_create(&comm->recv_conns[p], comm->nslots, comm->slot_size,
+                                    mine + (size_t)p * SHM_NAME_MAX, p == prev));
     res = bs_allgather(&comm->bs, names, (size_t)n * SHM_NAME_MAX);
     if (res != CCL_SUCCESS)
         goto out;
     for (int q = 0; q < n && res == CCL_SUCCESS; q++) {
+        if (!connect_is_local(comm, q))
+            continue;
         char *theirs = names + ((size_t)q * (size_t)n + (size_t)r) * SHM_NAME_MAX;
         theirs[SHM_NAME_MAX - 1] = '\0';
         res = shm_conn_open(&comm->send_conns[q], theirs);
@@ -88,6 +115,7 @@ out:
 
 void connect_poison(struct ccl_comm *comm)
 {
+    net_poison(comm->net);
     shm_board_poison(&comm->board);
     for (int i = 0; comm->send_conns && i < comm->nranks; i++) {
         shm_conn_poison(&comm->send_conns[i]);
@@ -97,6 +125,9 @@ void connect_poison(struct ccl_comm *comm)
 
 void connect_close(struct ccl_comm *comm)
 {
+    /* The proxy thread uses the far ends of the net FIFOs: it goes first. */
+    net_destroy(comm->net);
+    comm->net = NULL;
     shm_board_close(&comm->board);
     for (int i = 0; comm->send_conns && i < comm->nranks; i++) {
         shm_conn_close(&comm->send_conns[i]);

@@ -57,9 +57,15 @@ static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
     if (atomic_load(&comm->aborted))
         return err_set(CCL_ERR_ABORTED, "communicator aborted while waiting to %s %s", c->what,
                        c->peer >= 0 ? "a peer" : "all ranks");
+    if (comm->net && net_failed(comm->net))
+        return err_set(CCL_ERR_REMOTE, "%s", net_error(comm->net));
     int first = c->peer >= 0 ? c->peer : 0, last = c->peer >= 0 ? c->peer : comm->nranks - 1;
     for (int q = first; q <= last; q++) {
         const bs_peer_t *p = &comm->bs.peers[q];
+        /* Liveness by pid only works for processes of our host; the net
+         * proxy notices remote failures (closed sockets, keepalive). */
+        if (comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
+            continue;
         if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid))
             return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
                            q, (int)p->pid, p->hostname, c->what);
@@ -90,7 +96,9 @@ typedef struct {
     void *premul_buf; /* one slot: this rank's input times the premulsum scalar */
     /* Single copy: data that lies in a registered user buffer is sent as a
      * reference the peer reads in place, instead of copied into the slot. */
-    int send_reg, recv_reg;
+    int send_refs, recv_refs; /* the schedule lets that buffer's data go by reference */
+    int send_reg, recv_reg;   /* ... and it is registered (local peers map it) */
+    int net_refs;             /* ... and the call is large enough for net sends to go from it */
     mem_ref_t send_ref, recv_ref;
     int sent_refs;   /* the call must drain its sends before returning */
     ccl_result_t res; /* why a slice failed */
@@ -236,6 +244,11 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         CCL_TRY(shm_recv_wait(rc, &now, &in));
     if (sc)
         CCL_TRY(shm_send_wait(sc, &now, &out));
+    /* Both ends cut a step into the same slices: another length means the
+     * peer runs another call (or another count) than we do. */
+    if (rc && shm_recv_len(rc) != nbytes)
+        CCL_FAIL(CCL_ERR_MISMATCH, "rank %d sent %zu bytes where this rank expected %zu: "
+                 "the ranks called different collectives or counts", st->recv_peer, shm_recv_len(rc), nbytes);
     if (rc && shm_recv_is_ref(rc)) {
         shm_ref_t ref;
         memcpy(&ref, in, sizeof ref);
@@ -246,30 +259,33 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     }
     /* The outgoing data lies in a user buffer for SEND (src) and for the
      * steps that also keep what they send (dst); only there can it go by
-     * reference. */
+     * reference: to a local peer if the buffer is registered (it maps it),
+     * to the net proxy always (it sends straight from it). */
     const char *ref_data = NULL;
-    const mem_ref_t *ref_buf = NULL;
+    int from_send = 0;
     if (sc && st->action == SCHED_SEND) {
         ref_data = src + off;
-        ref_buf = st->src_buf == SCHED_BUF_SEND ? (x->send_reg ? &x->send_ref : NULL) : (x->recv_reg ? &x->recv_ref : NULL);
+        from_send = st->src_buf == SCHED_BUF_SEND;
     } else if (sc && (st->action == SCHED_RECV_COPY_SEND || st->action == SCHED_RECV_REDUCE_COPY_SEND)) {
         ref_data = dst + off;
-        ref_buf = x->recv_reg ? &x->recv_ref : NULL;
     }
-    const char *ref_base = ref_buf == &x->send_ref ? (const char *)a->sendbuf : (const char *)a->recvbuf;
-    exec_slice(st, x, in, ref_buf ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
+    int by_ref = ref_data && (from_send ? x->send_refs : x->recv_refs) &&
+                 (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
+    exec_slice(st, x, in, by_ref ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc)
         shm_recv_done(rc);
-    if (sc && ref_buf) {
+    if (sc && by_ref) {
         if (x->stream_out)
             dev_copy_fence(); /* streamed stores visible before the peer reads them */
-        shm_ref_t ref = {SHM_REF_MAGIC, ref_buf->fd, ref_buf->id, ref_buf->alloc_len,
-                         ref_buf->offset + (uint64_t)(ref_data - ref_base), nbytes, (uint64_t)(uintptr_t)ref_data};
+        const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
+        const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
+        shm_ref_t ref = {SHM_REF_MAGIC, buf->fd, buf->id, buf->alloc_len,
+                         buf->offset + (uint64_t)(ref_data - base), nbytes, (uint64_t)(uintptr_t)ref_data};
         memcpy(out, &ref, sizeof ref);
-        shm_send_post(sc, SHM_SLOT_REF);
+        shm_send_post(sc, SHM_SLOT_REF, nbytes);
         x->sent_refs = 1;
     } else if (sc) {
-        shm_send_post(sc, SHM_SLOT_DATA);
+        shm_send_post(sc, SHM_SLOT_DATA, nbytes);
     }
 out:
     if (res != CCL_SUCCESS) {
@@ -287,18 +303,23 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
     size_t send_bytes, recv_bytes;
     coll_extent(a, &send_bytes, &recv_bytes);
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
-    if (comm->single_copy_threshold > 0 && !sched->no_refs && (send_bytes >= comm->single_copy_threshold ||
-                                            recv_bytes >= comm->single_copy_threshold)) {
-        /* A reference is safe only to memory that stays unchanged until the
-         * peer has read it. Results (dst of a step) are final once written;
-         * the send buffer is too, unless the call is in place and its
-         * schedule may overwrite input while a peer still reads it. A
-         * premultiplied input exists only in our slot, never in place. */
-        const char *s = a->sendbuf, *r = a->recvbuf;
-        int overlap = send_bytes && recv_bytes && s < r + recv_bytes && r < s + send_bytes;
-        int overwritten = overlap && !sched->send_refs_safe_in_place;
-        x->send_reg = send_bytes && !overwritten && !a->premul && mem_find(a->sendbuf, send_bytes, &x->send_ref);
-        x->recv_reg = recv_bytes && mem_find(a->recvbuf, recv_bytes, &x->recv_ref);
+    if (sched->no_refs)
+        return;
+    /* A reference is safe only to memory that stays unchanged until the
+     * peer has read it (or the net proxy has sent it). Results (dst of a
+     * step) are final once written; the send buffer is too, unless the call
+     * is in place and its schedule may overwrite input while a peer still
+     * reads it. A premultiplied input exists only in our slot. */
+    const char *s = a->sendbuf, *r = a->recvbuf;
+    int overlap = send_bytes && recv_bytes && s < r + recv_bytes && r < s + send_bytes;
+    int overwritten = overlap && !sched->send_refs_safe_in_place;
+    x->send_refs = send_bytes && !overwritten && !a->premul;
+    x->recv_refs = recv_bytes != 0;
+    size_t bytes = send_bytes > recv_bytes ? send_bytes : recv_bytes;
+    x->net_refs = comm->net_zero_copy_threshold > 0 && bytes >= comm->net_zero_copy_threshold;
+    if (comm->single_copy_threshold > 0 && bytes >= comm->single_copy_threshold) {
+        x->send_reg = x->send_refs && mem_find(a->sendbuf, send_bytes, &x->send_ref);
+        x->recv_reg = x->recv_refs && mem_find(a->recvbuf, recv_bytes, &x->recv_ref);
     }
 }
 

@@ -9,6 +9,7 @@
  * in the comm, and the caller's next test() or post returns it.
  */
 #include "transport/net_socket_io.h"
+#include "transport/net.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -67,6 +68,7 @@ typedef struct {
     size_t hdr_left;        /* header bytes still to send or receive */
     char *ptr;
     size_t left;
+    int eof;                /* the peer closed it between two messages */
 } net_sock_t;
 
 typedef struct {
@@ -94,6 +96,10 @@ struct net_sock_comm {
     _Atomic uint64_t gen;
     _Atomic int stop;
     _Atomic int failed;
+    /* The peer closed the connection between messages: messages from this
+     * one on cannot come, earlier ones may still be completing on the
+     * other sockets. UINT64_MAX while open. */
+    _Atomic uint64_t closed_at;
     pthread_mutex_t fail_lock;
     ccl_result_t fail_code;
     char fail_msg[512];
@@ -114,6 +120,25 @@ static void net_io_fail(net_sock_comm_t *c, ccl_result_t code, const char *fmt, 
         atomic_store_explicit(&c->failed, 1, memory_order_release);
     }
     pthread_mutex_unlock(&c->fail_lock);
+    net_activity_bump(); /* a sleeping proxy tests, and sees the failure */
+}
+
+/* A clean close at message seq: no byte of that message had arrived. Not
+ * a failure of the comm yet: the peer's earlier messages may still be
+ * arriving on the other sockets (it wrote them all before closing). */
+static void net_io_closed(net_sock_comm_t *c, net_sock_t *s, uint64_t seq)
+{
+    s->eof = 1;
+    pthread_mutex_lock(&c->fail_lock);
+    if (!atomic_load_explicit(&c->failed, memory_order_relaxed) && seq < atomic_load(&c->closed_at)) {
+        snprintf(c->fail_msg, sizeof c->fail_msg,
+                 "net/socket: connection closed by %s before message %llu (socket %d of %d)", c->peer,
+                 (unsigned long long)seq, s->index, c->nsocks);
+        c->fail_code = CCL_ERR_REMOTE;
+        atomic_store(&c->closed_at, seq);
+    }
+    pthread_mutex_unlock(&c->fail_lock);
+    net_activity_bump();
 }
 
 static ccl_result_t net_io_failure(net_sock_comm_t *c)
@@ -208,6 +233,7 @@ static void net_io_piece_done(net_sock_t *s)
     /* After this store the caller may reuse the slot: no access to r below. */
     atomic_store_explicit(&s->cur, atomic_load_explicit(&s->cur, memory_order_relaxed) + 1,
                           memory_order_release);
+    net_activity_bump(); /* the net proxy may sleep waiting for this */
 }
 
 /* The lead socket read a header: check it against the posted receive
@@ -305,11 +331,17 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
     for (int calls = 0; calls < NET_IO_CALLS_PER_STEP; calls++) {
         if (!s->req && !net_io_next(c, s))
             return NET_IO_IDLE;
+        if (s->eof)
+            return NET_IO_IDLE;
         int in_hdr = s->hdr_left > 0;
         char *dst = in_hdr ? (char *)&s->hdr + sizeof s->hdr - s->hdr_left : s->ptr;
         size_t want = in_hdr ? s->hdr_left : s->left;
         if (want > 0) {
             ssize_t got = recv(s->fd, dst, want, MSG_DONTWAIT);
+            if (got == 0 && in_hdr && want == sizeof s->hdr) {
+                net_io_closed(c, s, s->req->seq);
+                return NET_IO_IDLE;
+            }
             if (got == 0) {
                 net_io_fail(c, CCL_ERR_REMOTE,
                             "net/socket: connection closed by %s during message %llu (socket %d "
@@ -438,6 +470,7 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int n
         CCL_FAIL(CCL_ERR_SYSTEM, "net/socket: out of memory for a connection to %s", peer);
     }
     pthread_mutex_init(&c->fail_lock, NULL);
+    atomic_store(&c->closed_at, UINT64_MAX);
     c->is_send = is_send;
     c->nsocks = nsocks;
     c->nthreads = nthreads < nsocks ? nthreads : nsocks;
@@ -527,8 +560,7 @@ ccl_result_t net_sock_test(net_sock_req_t *r, int *done, size_t *size)
     net_sock_comm_t *c = r->comm;
     if (c->nthreads == 0)
         net_io_progress_inline(c);
-    if (atomic_load_explicit(&c->failed, memory_order_acquire))
-        return net_io_failure(c);
+    int failed = atomic_load_explicit(&c->failed, memory_order_acquire);
     /* Requests complete in order: a later one may have all its stripes
      * while an earlier one still waits for some. */
     while (c->completed < c->posted_local) {
@@ -538,11 +570,16 @@ ccl_result_t net_sock_test(net_sock_req_t *r, int *done, size_t *size)
             break;
         c->completed++;
     }
+    /* A request that completed before the comm failed is still done: the
+     * peer's last message arrives even when it closes right after it. */
     if (r->seq < c->completed) {
         *done = 1;
         if (size)
             *size = r->size;
         r->in_use = 0;
+        return CCL_SUCCESS;
     }
+    if (failed || r->seq >= atomic_load(&c->closed_at))
+        return net_io_failure(c);
     return CCL_SUCCESS;
 }

@@ -15,6 +15,7 @@
 
 #define SHM_MAGIC 0x63636c66u /* "cclf" */
 #define SHM_LINE 64
+#define SHM_SLOT_KIND_BIT 0x80000000u
 
 /* The segment header. Each counter and its waiter count sit on their own
  * cache line: the sender writes only `tail`, the receiver only `head`. */
@@ -32,8 +33,9 @@ struct shm_fifo {
     _Atomic uint32_t head;
     _Atomic uint32_t head_waiters;
     char pad2[SHM_LINE - 8];
-    /* Per slot: SHM_SLOT_DATA or SHM_SLOT_REF, written by the sender before
-     * it publishes tail. Lives in the header page, after the counters. */
+    /* Per slot: the payload length, with SHM_SLOT_KIND_BIT set for a
+     * reference; written by the sender before it publishes tail. Lives in
+     * the header page, after the counters. */
     uint32_t kind[];
 };
 
@@ -56,7 +58,7 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
     size_t slots_offset = 0;
     size_t len = shm_map_len(nslots, slot_size, &slots_offset);
     memset(conn, 0, sizeof *conn);
-    if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t))
+    if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t) || slot_size >= SHM_SLOT_MAX_BYTES)
         return err_set(CCL_ERR_INTERNAL, "shm: %u slots of %zu bytes is not a valid FIFO", nslots, slot_size);
 
     /* A fresh random name each time: never reused, never guessable, and
@@ -122,6 +124,7 @@ ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name)
     /* Never trust the header's sizes beyond what is really mapped. */
     /* Bound slot_size by the file first, so nslots * slot_size cannot wrap. */
     if (f->magic != SHM_MAGIC || f->nslots == 0 || f->nslots > SHM_MAX_SLOTS || f->slot_size < sizeof(shm_ref_t) ||
+        f->slot_size >= SHM_SLOT_MAX_BYTES ||
         (size_t)st.st_size < 4096 || f->slot_size > ((size_t)st.st_size - 4096) / f->nslots ||
         shm_map_len(f->nslots, f->slot_size, &slots_offset) != (size_t)st.st_size) {
         munmap(map, (size_t)st.st_size);
@@ -137,6 +140,46 @@ out:
     if (fd >= 0)
         close(fd);
     return res;
+}
+
+ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, int exec_sends,
+                                   uint32_t nslots, size_t slot_size,
+                                   _Atomic uint32_t *doorbell, _Atomic uint32_t *doorbell_waiters)
+{
+    size_t slots_offset = 0;
+    size_t len = shm_map_len(nslots, slot_size, &slots_offset);
+    memset(exec_end, 0, sizeof *exec_end);
+    memset(proxy_end, 0, sizeof *proxy_end);
+    if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t) || slot_size >= SHM_SLOT_MAX_BYTES)
+        return err_set(CCL_ERR_INTERNAL, "shm: %u slots of %zu bytes is not a valid FIFO", nslots, slot_size);
+    /* Anonymous memory: only this process's threads use it, and pages fault
+     * in as slots are first used. */
+    void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED)
+        return err_set(CCL_ERR_SYSTEM, "mmap of a %zu-byte net FIFO failed: %s", len, strerror(errno));
+    shm_fifo_t *f = map;
+    f->nslots = nslots;
+    f->slot_size = slot_size;
+    f->slots_offset = slots_offset;
+    atomic_store(&f->magic, SHM_MAGIC);
+    shm_conn_t view = {f, len, (char *)map + slots_offset, nslots, slot_size, 0, 0, 1, NULL, NULL};
+    *exec_end = view;
+    *proxy_end = view;
+    exec_end->is_sender = exec_sends;
+    exec_end->doorbell = doorbell;
+    exec_end->doorbell_waiters = doorbell_waiters;
+    proxy_end->is_sender = !exec_sends;
+    proxy_end->map_len = 0; /* the executor's end owns the mapping */
+    return CCL_SUCCESS;
+}
+
+/* The executor's end of a net FIFO tells the proxy it has work. */
+static void shm_ring_doorbell(shm_conn_t *conn)
+{
+    if (conn->doorbell) {
+        atomic_fetch_add_explicit(conn->doorbell, 1, memory_order_seq_cst);
+        wait_wake(conn->doorbell, conn->doorbell_waiters);
+    }
 }
 
 void shm_name_unlink(const char *name)
@@ -157,7 +200,7 @@ void shm_conn_poison(shm_conn_t *conn)
 
 void shm_conn_close(shm_conn_t *conn)
 {
-    if (conn->fifo)
+    if (conn->fifo && conn->map_len)
         munmap(conn->fifo, conn->map_len);
     memset(conn, 0, sizeof *conn);
 }
@@ -208,6 +251,7 @@ void shm_recv_done(shm_conn_t *conn)
     conn->pos++;
     atomic_store_explicit(&f->head, conn->pos, memory_order_release);
     wait_wake(&f->head, &f->head_waiters);
+    shm_ring_doorbell(conn);
 }
 
 ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void **slot)
@@ -236,16 +280,47 @@ int shm_send_ready(const shm_conn_t *conn)
 
 int shm_recv_is_ref(const shm_conn_t *conn)
 {
-    return conn->fifo->kind[conn->pos % conn->nslots] == SHM_SLOT_REF;
+    return shm_slot_is_ref_at(conn, conn->pos);
 }
 
-void shm_send_post(shm_conn_t *conn, int kind)
+int shm_slot_is_ref_at(const shm_conn_t *conn, uint32_t i)
+{
+    return (conn->fifo->kind[i % conn->nslots] & SHM_SLOT_KIND_BIT) != 0;
+}
+
+size_t shm_recv_len(const shm_conn_t *conn)
+{
+    return shm_slot_len_at(conn, conn->pos);
+}
+
+void shm_send_post(shm_conn_t *conn, int kind, size_t len)
 {
     shm_fifo_t *f = conn->fifo;
-    f->kind[conn->pos % conn->nslots] = (uint32_t)kind;
+    f->kind[conn->pos % conn->nslots] = (uint32_t)len | (kind == SHM_SLOT_REF ? SHM_SLOT_KIND_BIT : 0);
     conn->pos++;
     atomic_store_explicit(&f->tail, conn->pos, memory_order_release);
     wait_wake(&f->tail, &f->tail_waiters);
+    shm_ring_doorbell(conn);
+}
+
+uint32_t shm_peer_count(const shm_conn_t *conn)
+{
+    return atomic_load_explicit(conn->is_sender ? &conn->fifo->head : &conn->fifo->tail, memory_order_acquire);
+}
+
+void *shm_slot_at(const shm_conn_t *conn, uint32_t i)
+{
+    return conn->slots + (size_t)(i % conn->nslots) * conn->slot_size;
+}
+
+size_t shm_slot_len_at(const shm_conn_t *conn, uint32_t i)
+{
+    return conn->fifo->kind[i % conn->nslots] & ~SHM_SLOT_KIND_BIT;
+}
+
+int shm_conn_poisoned(const shm_conn_t *conn)
+{
+    return conn->fifo && atomic_load(&conn->fifo->poisoned);
 }
 
 ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy)

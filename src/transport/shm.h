@@ -28,6 +28,9 @@
 /* What a slot holds: the data itself, or a shm_ref_t naming where the data
  * lies in the sender's registered buffer (single copy, shm_peer.h). */
 enum { SHM_SLOT_DATA = 0, SHM_SLOT_REF = 1 };
+/* Slots carry their payload length next to the kind, so slots must be
+ * smaller than this. */
+#define SHM_SLOT_MAX_BYTES (1u << 31)
 
 typedef struct shm_fifo shm_fifo_t;
 
@@ -39,6 +42,11 @@ typedef struct {
     size_t slot_size;
     uint32_t pos;          /* sender: next tail; receiver: next head */
     int is_sender;
+    /* A local FIFO (shm_conn_create_local): the other end is this process's
+     * net proxy thread, which moves the slots over the network. Nothing may
+     * go by reference over it, and each post rings the proxy's doorbell. */
+    int via_net;
+    _Atomic uint32_t *doorbell, *doorbell_waiters;
 } shm_conn_t;
 
 /* Receiver side: creates and maps a fresh segment; writes its name.
@@ -47,6 +55,13 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
                              char name[SHM_NAME_MAX], int pretouch);
 /* Sender side: maps the segment a peer created. */
 ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name);
+/* Both ends of a FIFO in private memory of this process, for a connection
+ * whose far end is the network: the executor uses one end (exec_sends says
+ * which), the net proxy thread the other. Posts on the executor's end bump
+ * *doorbell (and wake its sleepers) so the proxy notices new work. */
+ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, int exec_sends,
+                                   uint32_t nslots, size_t slot_size,
+                                   _Atomic uint32_t *doorbell, _Atomic uint32_t *doorbell_waiters);
 /* Removes the name; the mapping stays valid. Safe to call twice. */
 void shm_name_unlink(const char *name);
 /* Marks the connection failed so the peer's waits end (abort, errors). */
@@ -58,13 +73,23 @@ void shm_conn_close(shm_conn_t *conn);
 ccl_result_t shm_recv_wait(shm_conn_t *conn, const wait_policy_t *policy, const void **slot);
 void shm_recv_done(shm_conn_t *conn);
 ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void **slot);
-/* Publishes the slot from shm_send_wait; kind is SHM_SLOT_DATA or _REF. */
-void shm_send_post(shm_conn_t *conn, int kind);
+/* Publishes the slot from shm_send_wait; kind is SHM_SLOT_DATA or _REF,
+ * len the bytes of payload it stands for (< SHM_SLOT_MAX_BYTES). */
+void shm_send_post(shm_conn_t *conn, int kind, size_t len);
 /* Non-blocking: whether shm_recv_wait / shm_send_wait would return at once. */
 int shm_recv_ready(const shm_conn_t *conn);
 int shm_send_ready(const shm_conn_t *conn);
-/* Whether the slot from shm_recv_wait holds a reference. */
+/* Whether the slot from shm_recv_wait holds a reference, and the payload
+ * length its sender posted. */
 int shm_recv_is_ref(const shm_conn_t *conn);
+size_t shm_recv_len(const shm_conn_t *conn);
+/* For the net proxy, which keeps several slots in flight beyond pos:
+ * the counter the other end publishes, slot i's memory and its length. */
+uint32_t shm_peer_count(const shm_conn_t *conn);
+void *shm_slot_at(const shm_conn_t *conn, uint32_t i);
+size_t shm_slot_len_at(const shm_conn_t *conn, uint32_t i);
+int shm_slot_is_ref_at(const shm_conn_t *conn, uint32_t i);
+int shm_conn_poisoned(const shm_conn_t *conn);
 /* Sender side: waits until the receiver consumed everything posted. */
 ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy);
 

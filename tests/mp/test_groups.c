@@ -653,6 +653,32 @@ static int group_stream_body(tst_ctx_t *ctx, void *arg)
 
 #define LATE_S 0.3
 
+/* A receive of another size than its send: the receiver fails with
+ * CCL_ERR_MISMATCH naming the sender instead of reading a wrong length
+ * (slots carry their length). arg: 1 the receive is shorter, 0 longer. */
+static int p2p_mismatch_body(tst_ctx_t *ctx, void *arg)
+{
+    int shorter = *(const int *)arg;
+    ccl_comm_t comm = tst_comm_init(ctx);
+    enum { SENT = 1000 };
+    size_t want = shorter ? SENT / 2 : SENT * 3 / 2;
+    float buf[SENT * 2];
+    for (int i = 0; i < SENT * 2; i++)
+        buf[i] = (float)i;
+    tst_set_case(ctx, "send of %d floats, receive of %zu", SENT, want);
+    if (ctx->rank == 0) {
+        TST_CCL(ctx, comm, ccl_send(buf, SENT, CCL_FLOAT32, 1, comm, NULL));
+    } else {
+        char what[96];
+        snprintf(what, sizeof what, "a receive of %zu floats from a send of %d", want, SENT);
+        expect_code(ctx, ccl_recv(buf, want, CCL_FLOAT32, 0, comm, NULL), CCL_ERR_MISMATCH, comm, what,
+                    "rank 0");
+    }
+    tst_barrier(ctx);
+    ccl_comm_destroy(comm);
+    return 0;
+}
+
 static int barrier_body(tst_ctx_t *ctx, void *arg)
 {
     (void)arg;
@@ -698,6 +724,9 @@ int main(void)
     failed += tst_run_ranks("group-stream", 1, 60, group_stream_body, NULL) != 0;
     failed += tst_run_ranks("group-stream", 4, 60, group_stream_body, NULL) != 0;
     failed += tst_run_ranks("barrier", 3, 60, barrier_body, NULL) != 0;
+    static const int shorter = 1, longer = 0;
+    failed += tst_run_ranks("p2p-shorter-recv", 2, 60, p2p_mismatch_body, (void *)&shorter) != 0;
+    failed += tst_run_ranks("p2p-longer-recv", 2, 60, p2p_mismatch_body, (void *)&longer) != 0;
     printf("test_groups: %s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
 }

@@ -185,10 +185,11 @@ static void test_create_open_unlink(void **state)
     const void *rslot = NULL;
     assert_int_equal(shm_send_wait(&snd, &pol, &slot), CCL_SUCCESS);
     slice_fill(slot, 7, 4096);
-    shm_send_post(&snd, SHM_SLOT_DATA);
+    shm_send_post(&snd, SHM_SLOT_DATA, 4096);
     assert_int_equal(shm_recv_wait(&rcv, &pol, &rslot), CCL_SUCCESS);
     assert_int_equal(slice_check(rslot, 7, 4096), -1);
     assert_int_equal(shm_recv_is_ref(&rcv), 0);
+    assert_int_equal(shm_recv_len(&rcv), 4096);
     shm_recv_done(&rcv);
     assert_int_equal(shm_send_drain(&snd, &pol), CCL_SUCCESS);
 
@@ -310,7 +311,7 @@ static void *sender_main(void *arg)
             return NULL;
         }
         slice_fill(slot, i, slice_len(i, c->slot_size));
-        shm_send_post(c, slice_kind(i));
+        shm_send_post(c, slice_kind(i), slice_len(i, c->slot_size));
     }
     s->rc = shm_send_drain(c, &s->pol);
     if (s->rc == CCL_SUCCESS && atomic_load(s->consumed) != s->nslices) {
@@ -335,7 +336,7 @@ static void *receiver_main(void *arg)
         size_t len = slice_len(i, c->slot_size);
         long bad = slice_check(slot, i, len);
         int is_ref = shm_recv_is_ref(c);
-        if (bad >= 0 || is_ref != (slice_kind(i) == SHM_SLOT_REF)) {
+        if (bad >= 0 || is_ref != (slice_kind(i) == SHM_SLOT_REF) || shm_recv_len(c) != len) {
             snprintf(s->err, sizeof s->err, "slice %u (%zu bytes): %s", i, len,
                      bad >= 0 ? "wrong or out-of-order bytes" : "wrong slot kind");
             s->rc = CCL_ERR_INTERNAL;
@@ -435,7 +436,7 @@ static void test_transfer_across_fork(void **state)
             if (shm_send_wait(&snd, &pol, &slot) != CCL_SUCCESS)
                 _exit(11);
             slice_fill(slot, i, slice_len(i, snd.slot_size));
-            shm_send_post(&snd, slice_kind(i));
+            shm_send_post(&snd, slice_kind(i), slice_len(i, snd.slot_size));
         }
         if (shm_send_drain(&snd, &pol) != CCL_SUCCESS)
             _exit(12);
@@ -512,7 +513,7 @@ static void test_drain_waits_for_receiver(void **state)
         void *slot;
         assert_int_equal(shm_send_wait(&snd, &pol, &slot), CCL_SUCCESS);
         slice_fill(slot, i, 128);
-        shm_send_post(&snd, SHM_SLOT_DATA);
+        shm_send_post(&snd, SHM_SLOT_DATA, 128);
     }
     atomic_uint consumed = 0;
     drain_t d = {.conn = &snd, .consumed = &consumed};
@@ -574,7 +575,7 @@ static void poison_case(int block_receiver, int poison_from_sender)
         for (int i = 0; i < 4; i++) {
             void *slot;
             assert_int_equal(shm_send_wait(&snd, &nowait, &slot), CCL_SUCCESS);
-            shm_send_post(&snd, SHM_SLOT_DATA);
+            shm_send_post(&snd, SHM_SLOT_DATA, 0);
         }
     }
     /* Returns success for 3 s, then gives up, so a wait that poison fails
@@ -663,7 +664,7 @@ static void test_check_callback_ends_wait(void **state)
     for (int i = 0; i < 2; i++) {
         void *slot;
         assert_int_equal(shm_send_wait(&snd, &nowait, &slot), CCL_SUCCESS);
-        shm_send_post(&snd, SHM_SLOT_DATA);
+        shm_send_post(&snd, SHM_SLOT_DATA, 0);
     }
     check_ctx_t ctx2 = {.fail_with = CCL_ERR_ABORTED, .fail_after_ns = 30 * MS};
     wait_policy_t pol2 = {check_cb, &ctx2, 20, 50};

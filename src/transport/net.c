@@ -1,0 +1,542 @@
+/*
+ * net.c - the net transport: connection setup over the bootstrap, and the
+ * proxy thread that moves FIFO slots through the net plugin (see net.h).
+ *
+ * Setup. Every rank opens one listen comm; the handles travel in a
+ * bootstrap allgather; each rank connects to every remote rank while
+ * accepting the connections of the others. Accepted connections do not say
+ * who is calling, so each connection's first message is a hello carrying
+ * the caller's rank and the comm's identity; only then are receive
+ * connections matched to peers.
+ *
+ * Slots. Message k on a connection is FIFO slot k: the tag is k (the plugin
+ * checks that both ends agree), the size is the slice the executor posted.
+ * A send slot is handed back to the executor (head) when the plugin reports
+ * the send done; a receive slot is published (tail) when its data is in.
+ * Slices are never empty, so an empty message is free to mean goodbye: it
+ * ends the stream, and a connection that closes after it is no failure.
+ *
+ * Sleeping. With nothing to do the proxy sleeps on one process-wide
+ * doorbell that the executor rings when it posts or frees a net slot and
+ * the built-in socket plugin rings when a request completes. Third-party
+ * plugins cannot ring it, so with one of those the proxy also looks every
+ * few milliseconds.
+ */
+#include "transport/net.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "transport/net_plugin.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NET_HELLO_MAGIC 0x6f6c6c65686c6363ull /* "cclhello" */
+#define NET_HELLO_TAG 0xffffffffu
+#define NET_ERR_MAX 512
+
+static _Atomic uint32_t net_bell, net_bell_waiters;
+
+void net_activity_bump(void)
+{
+    atomic_fetch_add_explicit(&net_bell, 1, memory_order_seq_cst);
+    wait_wake(&net_bell, &net_bell_waiters);
+}
+
+typedef struct {
+    uint64_t magic;
+    uint64_t comm_id;  /* the bootstrap's secret hash: refuses strays from other comms */
+    int32_t rank;
+    int32_t nranks;
+} net_hello_t;
+
+/* One direction of the connection to one peer, as the proxy sees it. */
+typedef struct {
+    int peer;
+    int is_send;
+    void *pcomm;       /* the plugin's send or recv comm */
+    shm_conn_t end;    /* the proxy's end of the FIFO; end.pos counts finished slots */
+    uint32_t posted;   /* slots handed to the plugin */
+    void *req[SHM_MAX_SLOTS];
+    int bye;           /* send: goodbye posted; recv: goodbye received */
+    void *bye_req;
+    net_hello_t hello; /* setup only */
+    void *hello_req;
+    int hello_done;
+} net_conn_t;
+
+struct net {
+    net_plugin_t *plugin;
+    int rank, nranks;
+    const bs_peer_t *peers;
+    net_conn_t *conns;       /* nconns: for each remote peer, its send then its recv */
+    int nconns;
+    uint32_t nslots;
+    size_t slot_size;
+    int spin, yield;
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stop;        /* net_destroy: say goodbye, then exit */
+    _Atomic int poison;      /* net_poison: close everything now */
+    _Atomic int failed;
+    char err[NET_ERR_MAX];   /* written once, before failed is set */
+};
+
+static const ccl_net_v1_t *net_fns(const net_t *net) { return net->plugin->net; }
+
+static const char *net_peer_host(const net_t *net, int q) { return net->peers[q].hostname; }
+
+/* First failure wins: record it, poison every FIFO so the executor's waits
+ * end, and let the loop close the plugin comms. */
+static void net_fail(net_t *net, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void net_fail(net_t *net, const char *fmt, ...)
+{
+    if (atomic_load(&net->failed))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(net->err, sizeof net->err, fmt, ap);
+    va_end(ap);
+    atomic_store(&net->failed, 1);
+    LOG_INFO(SUB_NET, "net: %s", net->err);
+    for (int i = 0; i < net->nconns; i++)
+        shm_conn_poison(&net->conns[i].end);
+}
+
+static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const char *what)
+{
+    net_plugin_error(net->plugin, code);
+    net_fail(net, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer, net_peer_host(net, c->peer),
+             err_message());
+}
+
+static void net_close_comms(net_t *net)
+{
+    const ccl_net_v1_t *fn = net_fns(net);
+    for (int i = 0; i < net->nconns; i++) {
+        net_conn_t *c = &net->conns[i];
+        if (c->pcomm)
+            (c->is_send ? fn->close_send : fn->close_recv)(c->pcomm);
+        c->pcomm = NULL;
+    }
+}
+
+/* Hands slot c->posted to the plugin: 1 posted, 0 the plugin takes no
+ * more now, -1 failed. */
+static int net_post_slot(net_t *net, net_conn_t *c)
+{
+    const ccl_net_v1_t *fn = net_fns(net);
+    void *req = NULL, *data = shm_slot_at(&c->end, c->posted);
+    uint32_t tag = c->posted;
+    ccl_result_t res;
+    if (c->is_send) {
+        /* A reference slot: the data stays in the user's buffer, which the
+         * executor keeps unchanged until we report the send done. */
+        if (shm_slot_is_ref_at(&c->end, c->posted)) {
+            shm_ref_t ref;
+            memcpy(&ref, data, sizeof ref);
+            data = (void *)(uintptr_t)ref.vaddr;
+        }
+        res = fn->isend(c->pcomm, data, shm_slot_len_at(&c->end, c->posted), tag, NULL, &req);
+    } else {
+        size_t size = net->slot_size;
+        res = fn->irecv(c->pcomm, 1, &data, &size, &tag, NULL, &req);
+    }
+    if (res != CCL_SUCCESS) {
+        net_fail_call(net, c, res, c->is_send ? "sending to" : "receiving from");
+        return -1;
+    }
+    if (!req)
+        return 0;
+    c->req[c->posted % net->nslots] = req;
+    c->posted++;
+    return 1;
+}
+
+/* Tests the oldest slot in flight: 1 done (*got: its size), 0 not yet,
+ * -1 failed. */
+static int net_test_slot(net_t *net, net_conn_t *c, size_t *got)
+{
+    int done = 0;
+    ccl_result_t res = net_fns(net)->test(c->req[c->end.pos % net->nslots], &done, got);
+    if (res != CCL_SUCCESS) {
+        net_fail_call(net, c, res, c->is_send ? "sending to" : "receiving from");
+        return -1;
+    }
+    return done;
+}
+
+/* Moves what can move on one connection; returns the number of events
+ * (posts and completions), -1 on failure. */
+static int net_progress(net_t *net, net_conn_t *c)
+{
+    int events = 0, r;
+    /* Sends: every slot the executor posted. Receives: every free slot. */
+    uint32_t limit = shm_peer_count(&c->end) + (c->is_send ? 0 : net->nslots);
+    while (!c->bye && c->posted != limit && (r = net_post_slot(net, c)) != 0) {
+        if (r < 0)
+            return -1;
+        events++;
+    }
+    size_t got = 0;
+    while (!c->bye && c->end.pos != c->posted && (r = net_test_slot(net, c, &got)) != 0) {
+        if (r < 0)
+            return -1;
+        events++;
+        if (c->is_send) {
+            shm_recv_done(&c->end); /* the slot is the executor's again */
+        } else if (got == 0) {
+            /* Goodbye: the peer destroyed its comm. Receives posted after it
+             * never complete. Only a wait on this connection ends (a
+             * collective that still expects data from the peer); the
+             * others carry on, e.g. p2p between the remaining ranks. */
+            c->bye = 1;
+            shm_conn_poison(&c->end);
+            LOG_INFO(SUB_NET, "rank %d: rank %d (%s) closed its communicator", net->rank, c->peer,
+                     net_peer_host(net, c->peer));
+        } else {
+            shm_send_post(&c->end, SHM_SLOT_DATA, got);
+        }
+    }
+    return events;
+}
+
+/* Destroy: every slot the executor posted has left, then an empty message
+ * on each send connection tells the peer we are done (not failed). */
+static int net_goodbye(net_t *net)
+{
+    const ccl_net_v1_t *fn = net_fns(net);
+    int pending = 0;
+    for (int i = 0; i < net->nconns; i++) {
+        net_conn_t *c = &net->conns[i];
+        if (!c->is_send || !c->pcomm)
+            continue;
+        if (c->end.pos != c->posted || c->posted != shm_peer_count(&c->end)) {
+            pending++;
+            continue;
+        }
+        if (!c->bye) {
+            ccl_result_t res = fn->isend(c->pcomm, &c->hello, 0, c->posted, NULL, &c->bye_req);
+            if (res != CCL_SUCCESS)
+                return 0; /* the peer is gone: nothing left to say */
+            if (!c->bye_req) {
+                pending++;
+                continue;
+            }
+            c->bye = 1;
+        }
+        if (c->bye_req) {
+            int done = 0;
+            if (fn->test(c->bye_req, &done, NULL) != CCL_SUCCESS)
+                continue;
+            if (done)
+                c->bye_req = NULL;
+            else
+                pending++;
+        }
+    }
+    return pending;
+}
+
+static ccl_result_t net_sleep_check(void *arg, uint64_t waited_ns)
+{
+    net_t *net = arg;
+    (void)waited_ns;
+    if (atomic_load(&net->stop) || atomic_load(&net->poison))
+        return CCL_ERR_ABORTED;
+    /* Only the built-in plugin rings the doorbell on completions. */
+    return net->plugin->dl ? CCL_IN_PROGRESS : CCL_SUCCESS;
+}
+
+static void *net_proxy_main(void *arg)
+{
+    net_t *net = arg;
+    log_set_rank(net->rank);
+    uint64_t stop_since = 0;
+    for (;;) {
+        uint32_t seen = atomic_load(&net_bell);
+        if (atomic_load(&net->poison) && !atomic_load(&net->failed))
+            net_fail(net, "rank %d: the communicator was aborted or a collective failed on this rank", net->rank);
+        int events = 0;
+        if (!atomic_load(&net->failed)) {
+            for (int i = 0; i < net->nconns && events >= 0; i++) {
+                net_conn_t *c = &net->conns[i];
+                int e = net_progress(net, c);
+                events = e < 0 ? -1 : events + e;
+            }
+        }
+        if (atomic_load(&net->failed))
+            net_close_comms(net); /* peers fail now, not at their timeout */
+        if (atomic_load(&net->stop)) {
+            if (!stop_since)
+                stop_since = wait_now_ns();
+            /* Queued sends get the comm's timeout to leave, as any wait. */
+            if (atomic_load(&net->failed) || net_goodbye(net) == 0 ||
+                wait_now_ns() - stop_since > 10ull * 1000000000ull)
+                break;
+            sched_yield();
+            continue;
+        }
+        if (events > 0)
+            continue;
+        wait_policy_t pol = {net_sleep_check, net, net->spin, net->yield};
+        wait_change(&net_bell, seen, &net_bell_waiters, &pol);
+        if (atomic_load(&net->failed) && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
+            /* Nothing left to move: sleep until destroy, without spinning. */
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    net_close_comms(net);
+    return NULL;
+}
+
+/* ---- setup ---------------------------------------------------------- */
+
+/* Names the comm in hellos without revealing its secret: a hash of it. */
+static uint64_t net_comm_id(const bs_t *bs)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ 0x6e6574; /* FNV-1a, salted "net" */
+    for (int i = 0; i < BS_SECRET_BYTES; i++) {
+        h ^= bs->secret[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Connects to every remote peer and accepts theirs, hellos included, before
+ * the deadline. Both directions progress in one loop since every rank
+ * connects and accepts at once. */
+static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *handles, const int *remote)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    const ccl_net_v1_t *fn = net_fns(net);
+    int nremote = net->nconns / 2, naccepted = 0;
+    net_conn_t **accepted = calloc((size_t)nremote + 1, sizeof *accepted);
+    net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending); /* accepted, peer unknown yet */
+    if (!accepted || !pending)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+    uint64_t deadline = wait_now_ns() + bs->timeout_ns;
+    uint64_t comm_id = net_comm_id(bs);
+    for (;;) {
+        int todo = 0, moved = 0;
+        for (int i = 0; i < net->nconns; i += 2) {
+            net_conn_t *c = &net->conns[i];
+            if (!c->pcomm) {
+                res = fn->connect(0, net->rank, handles + (size_t)c->peer * CCL_NET_HANDLE_MAXSIZE, &c->pcomm);
+                if (res != CCL_SUCCESS) {
+                    net_plugin_error(net->plugin, res);
+                    err_prefix("rank %d: connecting to rank %d (%s): ", net->rank, c->peer, net_peer_host(net, c->peer));
+                    goto out;
+                }
+                if (!c->pcomm) {
+                    todo++;
+                    continue;
+                }
+                moved++;
+                c->hello = (net_hello_t){NET_HELLO_MAGIC, comm_id, net->rank, net->nranks};
+            }
+            if (!c->hello_req && !c->hello_done) {
+                CCL_TRY(net_plugin_error(net->plugin, fn->isend(c->pcomm, &c->hello, sizeof c->hello, NET_HELLO_TAG,
+                                                                NULL, &c->hello_req)));
+                if (!c->hello_req) {
+                    todo++;
+                    continue;
+                }
+            }
+            if (!c->hello_done) {
+                CCL_TRY(net_plugin_error(net->plugin, fn->test(c->hello_req, &c->hello_done, NULL)));
+                todo += !c->hello_done;
+                moved += c->hello_done;
+            }
+        }
+        while (naccepted < nremote) {
+            void *rc = NULL;
+            CCL_TRY(net_plugin_error(net->plugin, fn->accept(listen_comm, &rc)));
+            if (!rc)
+                break;
+            net_conn_t *p = &pending[naccepted];
+            p->pcomm = rc;
+            void *data = &p->hello;
+            size_t size = sizeof p->hello;
+            uint32_t tag = NET_HELLO_TAG;
+            CCL_TRY(net_plugin_error(net->plugin, fn->irecv(rc, 1, &data, &size, &tag, NULL, &p->hello_req)));
+            accepted[naccepted++] = p;
+            moved++;
+        }
+        todo += nremote - naccepted;
+        for (int a = 0; a < naccepted; a++) {
+            net_conn_t *p = accepted[a];
+            if (p->hello_done)
+                continue;
+            if (!p->hello_req) {
+                void *data = &p->hello;
+                size_t size = sizeof p->hello;
+                uint32_t tag = NET_HELLO_TAG;
+                CCL_TRY(net_plugin_error(net->plugin, fn->irecv(p->pcomm, 1, &data, &size, &tag, NULL, &p->hello_req)));
+                if (!p->hello_req) {
+                    todo++;
+                    continue;
+                }
+            }
+            size_t got = 0;
+            CCL_TRY(net_plugin_error(net->plugin, fn->test(p->hello_req, &p->hello_done, &got)));
+            if (!p->hello_done) {
+                todo++;
+                continue;
+            }
+            moved++;
+            int q = p->hello.rank;
+            if (got != sizeof p->hello || p->hello.magic != NET_HELLO_MAGIC || p->hello.comm_id != comm_id ||
+                p->hello.nranks != net->nranks || q < 0 || q >= net->nranks || !remote[q])
+                CCL_FAIL(CCL_ERR_REMOTE, "rank %d: a net connection sent a hello that does not belong to this "
+                         "communicator (rank %d of %d)", net->rank, q, (int)p->hello.nranks);
+            net_conn_t *c = NULL;
+            for (int i = 1; i < net->nconns; i += 2)
+                if (net->conns[i].peer == q)
+                    c = &net->conns[i];
+            if (!c || c->pcomm)
+                CCL_FAIL(CCL_ERR_REMOTE, "rank %d: rank %d connected twice", net->rank, q);
+            c->pcomm = p->pcomm;
+            p->pcomm = NULL;
+        }
+        if (todo == 0)
+            break;
+        if (wait_now_ns() > deadline) {
+            for (int i = 0; i < net->nconns; i++)
+                if (!net->conns[i].pcomm || (net->conns[i].is_send && !net->conns[i].hello_done))
+                    CCL_FAIL(CCL_ERR_TIMEOUT, "rank %d: no net connection %s rank %d (%s) within %llu s (CCL_TIMEOUT)",
+                             net->rank, net->conns[i].is_send ? "to" : "from", net->conns[i].peer,
+                             net_peer_host(net, net->conns[i].peer),
+                             (unsigned long long)(bs->timeout_ns / 1000000000ull));
+            CCL_FAIL(CCL_ERR_TIMEOUT, "rank %d: net connections not complete within CCL_TIMEOUT", net->rank);
+        }
+        if (!moved) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+out:
+    for (int a = 0; a < naccepted; a++)
+        if (accepted[a]->pcomm)
+            fn->close_recv(accepted[a]->pcomm);
+    free(accepted);
+    free(pending);
+    return res;
+}
+
+ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint32_t nslots,
+                        size_t slot_size, int spin, int yield, shm_conn_t *send_conns,
+                        shm_conn_t *recv_conns, net_t **out)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    char *handles = NULL;
+    void *listen_comm = NULL;
+    *out = NULL;
+    net_t *net = calloc(1, sizeof *net);
+    if (!net)
+        return err_set(CCL_ERR_SYSTEM, "out of memory");
+    *net = (net_t){.rank = rank, .nranks = nranks, .peers = bs->peers, .nslots = nslots,
+                   .slot_size = slot_size, .spin = spin, .yield = yield};
+    int nremote = 0;
+    for (int q = 0; q < nranks; q++)
+        nremote += remote[q] != 0;
+    net->conns = calloc((size_t)nremote * 2 + 1, sizeof *net->conns);
+    handles = calloc((size_t)nranks, CCL_NET_HANDLE_MAXSIZE);
+    if (!net->conns || !handles)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d net connections", 2 * nremote);
+    for (int q = 0, i = 0; q < nranks; q++) {
+        if (!remote[q])
+            continue;
+        net->conns[i++] = (net_conn_t){.peer = q, .is_send = 1};
+        net->conns[i++] = (net_conn_t){.peer = q, .is_send = 0};
+    }
+    net->nconns = 2 * nremote;
+    CCL_TRY(net_plugin_get(&net->plugin));
+    const ccl_net_v1_t *fn = net_fns(net);
+    if (net->plugin->ndev < 1)
+        CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: net plugin %s found no network device (check CCL_SOCKET_IFNAME), "
+                 "but ranks on other hosts need one", rank, fn->name);
+    res = net_plugin_error(net->plugin, fn->listen(0, rank, handles + (size_t)rank * CCL_NET_HANDLE_MAXSIZE,
+                                                   &listen_comm));
+    if (res != CCL_SUCCESS) {
+        err_prefix("rank %d: net listen: ", rank);
+        goto out;
+    }
+    res = bs_allgather(bs, handles, CCL_NET_HANDLE_MAXSIZE);
+    if (res == CCL_SUCCESS)
+        res = net_setup_conns(net, bs, listen_comm, handles, remote);
+    fn->close_listen(listen_comm);
+    listen_comm = NULL;
+    /* Every rank holds all its connections (or failed) after this. */
+    ccl_result_t bres = bs_barrier(bs);
+    CCL_TRY(res);
+    CCL_TRY(bres);
+    for (int i = 0; i < net->nconns; i++) {
+        net_conn_t *c = &net->conns[i];
+        shm_conn_t *exec_end = c->is_send ? &send_conns[c->peer] : &recv_conns[c->peer];
+        CCL_TRY(shm_conn_create_local(exec_end, &c->end, c->is_send, nslots, slot_size, &net_bell, &net_bell_waiters));
+    }
+    int rc = pthread_create(&net->thread, NULL, net_proxy_main, net);
+    if (rc != 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "cannot start the net proxy thread: %s", strerror(rc));
+    net->thread_started = 1;
+    LOG_INFO(SUB_NET, "rank %d: net plugin %s: connected to %d remote ranks, %u slots of %zu bytes each way",
+             rank, fn->name, nremote, nslots, slot_size);
+    *out = net;
+    net = NULL;
+out:
+    if (listen_comm)
+        net_fns(net)->close_listen(listen_comm);
+    free(handles);
+    if (net) {
+        for (int i = 0; i < net->nconns; i++)
+            if (net->conns[i].end.fifo) {
+                net_conn_t *c = &net->conns[i];
+                shm_conn_close(c->is_send ? &send_conns[c->peer] : &recv_conns[c->peer]);
+            }
+        if (net->plugin)
+            net_close_comms(net);
+        net_destroy(net);
+    }
+    return res;
+}
+
+int net_failed(const net_t *net)
+{
+    return atomic_load(&net->failed);
+}
+
+const char *net_error(const net_t *net)
+{
+    return atomic_load(&net->failed) ? net->err : "";
+}
+
+void net_poison(net_t *net)
+{
+    if (!net)
+        return;
+    atomic_store(&net->poison, 1);
+    net_activity_bump();
+}
+
+void net_destroy(net_t *net)
+{
+    if (!net)
+        return;
+    if (net->thread_started) {
+        atomic_store(&net->stop, 1);
+        net_activity_bump();
+        pthread_join(net->thread, NULL);
+    }
+    if (net->plugin) {
+        net_close_comms(net);
+        net_plugin_put(net->plugin);
+    }
+    free(net->conns);
+    free(net);
+}

@@ -1,0 +1,51 @@
+/*
+ * net.h - the net transport: connections to ranks on other hosts.
+ *
+ * The executor sees every connection as a FIFO of slots (shm.h). For a rank
+ * on another host the FIFO lives in this process's private memory and its
+ * far end belongs to the comm's progress ("proxy") thread, which moves slots
+ * over a net plugin (include/ccl_net.h, CCL_NET_PLUGIN, the built-in TCP
+ * one by default): slots the executor posts on a send FIFO go out with
+ * isend, and the proxy keeps irecvs posted into the free slots of each
+ * receive FIFO, publishing them as their data arrives. The executor's code
+ * is the same for both transports; only references (single copy) are
+ * never sent over the network.
+ *
+ * A plugin failure, a peer that closes its sockets or dies, or net_poison
+ * on this rank ends every connection: the proxy poisons the FIFOs (the
+ * executor's waits end at once), remembers the message naming the peer,
+ * and closes its plugin connections so that the peers fail too instead of
+ * waiting for their timeout.
+ */
+#ifndef CCL_TRANSPORT_NET_H
+#define CCL_TRANSPORT_NET_H
+
+#include "bootstrap/bootstrap.h"
+#include "ccl.h"
+#include "transport/shm.h"
+
+typedef struct net net_t;
+
+/* Connects this rank to every rank q with remote[q] != 0 (one connection
+ * each way) and starts the proxy thread. Fills send_conns[q] and
+ * recv_conns[q], the executor's ends of the FIFOs (closed by the caller
+ * with shm_conn_close after net_destroy). spin/yield: the proxy's wait
+ * policy (wait.h). Every rank calls it (collective over bs). */
+ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint32_t nslots,
+                        size_t slot_size, int spin, int yield, shm_conn_t *send_conns,
+                        shm_conn_t *recv_conns, net_t **out);
+/* Whether a connection failed, and the message that says how. */
+int net_failed(const net_t *net);
+const char *net_error(const net_t *net);
+/* Ends every connection now (abort, a failed collective): peers see them
+ * close. */
+void net_poison(net_t *net);
+/* Lets queued sends leave, says goodbye to each peer, stops the proxy and
+ * closes the connections. NULL is allowed. */
+void net_destroy(net_t *net);
+
+/* Built-in plugins call this when a request may have completed, so that a
+ * sleeping proxy thread looks again (third-party plugins are polled). */
+void net_activity_bump(void);
+
+#endif
