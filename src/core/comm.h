@@ -163,10 +163,11 @@ ccl_result_t check_args_run(exec_job_t *jobs, int njobs, int *failed);
  * the FIFOs and the board exist); the pick for one call (bytes: as
  * exec_board_bytes counts them, the same on every rank). */
 ccl_result_t tuner_init(struct ccl_comm *comm);
-/* One rank's view of the link costs (CCL_SHM_*, CCL_NET_*, else defaults
- * and the topology's NIC for local_rank; topo NULL: discover it if the
- * network is used), before the ranks agree; slot and board are left 0.
- * ccl-info --explain shows the same. */
+/* One rank's view of the link costs before the ranks agree: CCL_SHM_*,
+ * CCL_NET_*, else defaults and, on local rank 0 only, the topology's NIC
+ * closest to it (topo NULL: discovered if the network is used); other
+ * local ranks leave what is not set at net_bw 0, net_lat -1. Slot and
+ * board are left 0. ccl-info --explain shows local rank 0's. */
 void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int max_local, int nnodes,
                        tune_links_t *out);
 algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);

@@ -87,11 +87,14 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int max_l
         out->shm_lat = out->cores > 0 && max_local > out->cores ? TUNER_SHM_LAT_SHARED : TUNER_SHM_LAT_CORE;
     out->net_bw = param_num(PARAM_NET_BW);
     out->net_lat = param_num(PARAM_NET_LAT);
-    if (out->net_bw > 0 && out->net_lat >= 0)
+    /* What is left to the topology only local rank 0 reads, and for the
+     * node: discovery takes tens of ms (and writes CCL_TOPO_DUMP_FILE),
+     * so only when the network is used, and once per node. The others
+     * leave net_bw 0 and net_lat -1: no opinion. */
+    if ((out->net_bw > 0 && out->net_lat >= 0) || local_rank != 0)
         return;
     double gbps = TUNER_NET_GBPS_DEFAULT, lat = TUNER_NET_LAT_DEFAULT;
     topo_t *mine = NULL;
-    /* Discovery takes tens of ms: only when the network is used. */
     if (!topo && nnodes > 1 && topo_discover(&mine) == CCL_SUCCESS)
         topo = mine;
     err_clear();
@@ -137,19 +140,25 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for the tuner's inputs of %d ranks", n);
     tuner_local(comm, &all[comm->rank]);
     CCL_TRY(bs_allgather(&comm->bs, all, sizeof *all));
-    /* The slowest figures any rank gave; rank 0's CCL_ALGO. */
+    /* The slowest figures any rank gave (net ones: of the ranks that had
+     * an opinion); rank 0's CCL_ALGO. */
     tuner_wire_t agreed = all[0];
     int algo_differs = 0;
     for (int r = 1; r < n; r++) {
         const tuner_wire_t *w = &all[r];
         agreed.shm_bw = fmin(agreed.shm_bw, w->shm_bw);
         agreed.shm_lat = fmax(agreed.shm_lat, w->shm_lat);
-        agreed.net_bw = fmin(agreed.net_bw, w->net_bw);
+        if (w->net_bw > 0 && (agreed.net_bw <= 0 || w->net_bw < agreed.net_bw))
+            agreed.net_bw = w->net_bw;
         agreed.net_lat = fmax(agreed.net_lat, w->net_lat);
         if (w->cores > 0 && (agreed.cores <= 0 || w->cores < agreed.cores))
             agreed.cores = w->cores;
         algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
     }
+    if (agreed.net_bw <= 0) /* rank 0 of every node had one: cannot happen */
+        agreed.net_bw = TUNER_NET_GBPS_DEFAULT / 8 * TUNER_NET_EFFICIENCY;
+    if (agreed.net_lat < 0)
+        agreed.net_lat = TUNER_NET_LAT_DEFAULT;
     if (algo_differs && comm->rank == 0)
         LOG_WARN(SUB_TUNING, "CCL_ALGO differs between ranks; every rank uses rank 0's (\"%s\" here)",
                  param_str(PARAM_ALGO));
