@@ -36,9 +36,18 @@
  * line handed over (0.1 us, from the 2-rank latencies in tune.c); with
  * more ranks than cores the receiver is usually not running and a hop
  * costs a wake-up: 4 ranks on the 2-core VM took 10-20 us per 8-byte
- * allreduce. */
+ * allreduce. Across nodes every rank also has a progress thread (the net
+ * proxy), so there a node's cores are shared once they are fewer than
+ * twice its ranks. */
 #define TUNER_SHM_LAT_CORE 0.1
 #define TUNER_SHM_LAT_SHARED 10.0
+/* CCL_NET_LAT=-1 where cores are shared that way: a network hop wakes the
+ * proxy and socket threads at both ends. Fake nodes on the 2-core VM
+ * (loopback TCP, other jobs running): 8-byte allreduce 0.3-0.5 ms for one
+ * network hop (2 ranks), 1.6-1.8 ms for recursive doubling's two (4 nodes
+ * x 2 ranks); the model matches those and the 256 KiB-2 MiB crossovers
+ * there with about 500 us. */
+#define TUNER_NET_LAT_SHARED 500.0
 
 const char *tuner_algo_name(algo_t algo)
 {
@@ -82,11 +91,15 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int max_l
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
+    int threads = nnodes > 1 ? 2 * max_local : max_local;
+    int shared = out->cores > 0 && threads > out->cores;
     out->shm_lat = param_num(PARAM_SHM_LAT);
     if (out->shm_lat < 0)
-        out->shm_lat = out->cores > 0 && max_local > out->cores ? TUNER_SHM_LAT_SHARED : TUNER_SHM_LAT_CORE;
+        out->shm_lat = shared ? TUNER_SHM_LAT_SHARED : TUNER_SHM_LAT_CORE;
     out->net_bw = param_num(PARAM_NET_BW);
     out->net_lat = param_num(PARAM_NET_LAT);
+    if (out->net_lat < 0 && shared)
+        out->net_lat = TUNER_NET_LAT_SHARED;
     /* What is left to the topology only local rank 0 reads, and for the
      * node: discovery takes tens of ms (and writes CCL_TOPO_DUMP_FILE),
      * so only when the network is used, and once per node. The others
