@@ -211,8 +211,11 @@ algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, 
     /* Calls run under the comm's exec_lock, so the one-entry memo per
      * collective needs no atomics (tune_last is the comm's scratch). */
     tuner_last_t *last = (tuner_last_t *)&comm->tune_last[coll];
-    if (last->algo >= 0 && last->size == size && last->grouped == grouped)
+    if (last->algo >= 0 && last->size == size && last->grouped == grouped) {
+        LOG_TRACE(SUB_TUNING, "%s %zu bytes%s: %s, as the last call", sched_coll_name(coll), size,
+                  grouped ? " (grouped)" : "", tune_algo_name((algo_t)last->algo));
         return (algo_t)last->algo;
+    }
     unsigned allowed = comm->algo_allowed[coll];
     double cost;
     tune_why_t why;
