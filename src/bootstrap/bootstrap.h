@@ -22,6 +22,7 @@
 typedef struct {
     sock_addr_t addr;   /* the rank's bootstrap listener */
     uint64_t hostid;    /* equal for ranks on one host (topo_host_id) */
+    uint64_t kernelid;  /* equal for ranks sharing one kernel and its cores (topo_kernel_id) */
     int32_t pid;
     int32_t rank;
     char hostname[BS_HOSTNAME_MAX];

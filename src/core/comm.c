@@ -166,13 +166,22 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     bs_peer_t me;
     memset(&me, 0, sizeof me);
     me.hostid = topo_host_id();
+    me.kernelid = topo_kernel_id();
     me.pid = (int32_t)getpid();
     topo_hostname(me.hostname, sizeof me.hostname);
     CCL_TRY(bs_init(&comm->bs, id, comm->rank, comm->nranks, &me));
 
     CCL_TRY(comm_layout(comm));
-    comm->spin = wait_spin_budget(comm->nlocal);
-    comm->yield = wait_yield_budget(comm->nlocal);
+    /* Ranks of other nodes may still share our cores (CCL_HOSTID, network
+     * namespaces): the wait policy counts everyone on this kernel, twice
+     * when each also runs a busy net proxy thread. */
+    int cores_shared_by = 0;
+    for (int i = 0; i < comm->nranks; i++)
+        cores_shared_by += comm->bs.peers[i].kernelid == me.kernelid;
+    if (comm->layout.nnodes > 1)
+        cores_shared_by *= 2;
+    comm->spin = wait_spin_budget(cores_shared_by);
+    comm->yield = wait_yield_budget(cores_shared_by);
     CCL_TRY(comm_agree_fifo(comm));
     CCL_TRY(connect_mesh(comm));
     CCL_TRY(connect_net(comm));

@@ -550,7 +550,12 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
         dev_premul(a->dtype, comm->scratch, a->sendbuf, send_bytes / esz, a->premul_scalar);
         post = comm->scratch;
     }
-    ccl_result_t res = shm_board_exchange(&comm->board, post, send_bytes, &pol, &bank);
+    board_wait_t wait_for = BOARD_WAIT_ALL;
+    if (a->coll == SCHED_BROADCAST || a->coll == SCHED_SCATTER)
+        wait_for = r == root ? BOARD_WAIT_NONE : BOARD_WAIT_ROOT;
+    else if (a->coll == SCHED_REDUCE || a->coll == SCHED_GATHER)
+        wait_for = r == root ? BOARD_WAIT_ALL : BOARD_WAIT_NONE;
+    ccl_result_t res = shm_board_exchange(&comm->board, post, send_bytes, wait_for, root, &pol, &bank);
     if (res != CCL_SUCCESS)
         return res;
     size_t stride = comm->board.slot_bytes;
@@ -587,5 +592,6 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
     default:
         return err_set(CCL_ERR_INTERNAL, "one-shot: no path for %s", sched_coll_name(a->coll));
     }
+    shm_board_release(&comm->board);
     return CCL_SUCCESS;
 }

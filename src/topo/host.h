@@ -13,6 +13,10 @@
 #include <stdint.h>
 
 uint64_t topo_host_id(void);
+/* The running kernel (its boot id): equal for ranks that share the CPUs,
+ * even when CCL_HOSTID or network namespaces make them different nodes.
+ * Wait policies count the ranks that compete for the cores by it. */
+uint64_t topo_kernel_id(void);
 void topo_hostname(char *buf, size_t len);
 
 #endif

@@ -22,9 +22,11 @@ struct shm_board_hdr {
     _Atomic uint32_t poisoned;
     char pad0[64 - 20];
     struct {
-        _Atomic uint32_t arrived; /* grows by nranks per call on this bank */
+        _Atomic uint32_t arrived;  /* grows by nranks per call on this bank */
         _Atomic uint32_t waiters;
-        char pad[64 - 8];
+        _Atomic uint32_t released; /* grows by nranks per call: ranks done reading it */
+        _Atomic uint32_t rwaiters;
+        char pad[64 - 16];
     } bank[2];
     /* Calls each rank has published, for naming the missing ones. */
     _Atomic uint32_t published[BOARD_MAX_RANKS];
@@ -114,8 +116,10 @@ void shm_board_poison(shm_board_t *b)
     if (!b->hdr)
         return;
     atomic_store(&b->hdr->poisoned, 1);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         wait_wake(&b->hdr->bank[k].arrived, &b->hdr->bank[k].waiters);
+        wait_wake(&b->hdr->bank[k].released, &b->hdr->bank[k].rwaiters);
+    }
 }
 
 void shm_board_close(shm_board_t *b)
@@ -148,29 +152,59 @@ static ccl_result_t board_check(void *arg, uint64_t waited_ns)
     return res;
 }
 
-ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes,
+/* Waits until word passes target (counters only grow, and wrap). */
+static ccl_result_t board_wait_count(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t target,
+                                     const wait_policy_t *policy)
+{
+    uint32_t now = atomic_load_explicit(word, memory_order_acquire);
+    while ((int32_t)(now - target) < 0) {
+        ccl_result_t res = wait_change(word, now, waiters, policy);
+        if (res != CCL_SUCCESS)
+            return res;
+        now = atomic_load_explicit(word, memory_order_acquire);
+    }
+    return CCL_SUCCESS;
+}
+
+ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, board_wait_t wait_for, int root,
                                 const wait_policy_t *policy, const char **bank_out)
 {
+    ccl_result_t res = CCL_SUCCESS;
     uint32_t call = ++b->calls;
     int k = (int)(call & 1);
     char *bank = b->slots + (size_t)k * (size_t)b->nranks * b->slot_bytes;
+    board_check_t ctx = {b, policy, call};
+    wait_policy_t inner = {board_check, &ctx, policy->spin, policy->yield};
+    /* The bank's previous call (call - 2) may still be read by a rank that
+     * did not wait for us (broadcast, reduce): our slot is free once every
+     * rank released it. After a call where all waited for all, it is. */
+    uint32_t uses = (call + 1) / 2; /* this call included */
+    CCL_TRY(board_wait_count(&b->hdr->bank[k].released, &b->hdr->bank[k].rwaiters, (uses - 1) * (uint32_t)b->nranks,
+                             &inner));
     memcpy(bank + (size_t)b->rank * b->slot_bytes, data, bytes);
-    atomic_store_explicit(&b->hdr->published[b->rank], call, memory_order_relaxed);
-    /* Every call on bank k adds nranks; calls on bank k are every other call. */
-    uint32_t target = ((call + 1) / 2) * (uint32_t)b->nranks;
-    uint32_t now = atomic_fetch_add_explicit(&b->hdr->bank[k].arrived, 1, memory_order_acq_rel) + 1;
-    if (now == target) {
-        wait_wake(&b->hdr->bank[k].arrived, &b->hdr->bank[k].waiters);
-    } else {
-        board_check_t ctx = {b, policy, call};
-        wait_policy_t inner = {board_check, &ctx, policy->spin, policy->yield};
-        while (now != target) {
-            ccl_result_t res = wait_change(&b->hdr->bank[k].arrived, now, &b->hdr->bank[k].waiters, &inner);
-            if (res != CCL_SUCCESS)
-                return res;
-            now = atomic_load_explicit(&b->hdr->bank[k].arrived, memory_order_acquire);
+    atomic_store_explicit(&b->hdr->published[b->rank], call, memory_order_release);
+    atomic_fetch_add_explicit(&b->hdr->bank[k].arrived, 1, memory_order_acq_rel);
+    wait_wake(&b->hdr->bank[k].arrived, &b->hdr->bank[k].waiters);
+    if (wait_for == BOARD_WAIT_ALL) {
+        CCL_TRY(board_wait_count(&b->hdr->bank[k].arrived, &b->hdr->bank[k].waiters, uses * (uint32_t)b->nranks,
+                                 &inner));
+    } else if (wait_for == BOARD_WAIT_ROOT) {
+        /* Every arrival changes the counter; wait until one was the root's. */
+        for (;;) {
+            uint32_t now = atomic_load_explicit(&b->hdr->bank[k].arrived, memory_order_acquire);
+            if ((int32_t)(atomic_load_explicit(&b->hdr->published[root], memory_order_acquire) - call) >= 0)
+                break;
+            CCL_TRY(wait_change(&b->hdr->bank[k].arrived, now, &b->hdr->bank[k].waiters, &inner));
         }
     }
     *bank_out = bank;
-    return CCL_SUCCESS;
+out:
+    return res;
+}
+
+void shm_board_release(shm_board_t *b)
+{
+    int k = (int)(b->calls & 1);
+    atomic_fetch_add_explicit(&b->hdr->bank[k].released, 1, memory_order_acq_rel);
+    wait_wake(&b->hdr->bank[k].released, &b->hdr->bank[k].rwaiters);
 }

@@ -8,8 +8,9 @@
  * ring's 2(n-1) sequential hops, which matters most when ranks outnumber
  * cores and every hop is a context switch. Two banks alternate (by call
  * parity) so a fast rank's next call never overwrites slots a slow rank is
- * still reading: starting call g+2 on a bank requires everyone to have
- * arrived at g+1, i.e. to have finished reading call g.
+ * still reading: a rank writes its slot for call g+2 only after every rank
+ * released call g. Rooted calls wait only for whom they read: a broadcast's
+ * root posts and returns, the others wait for the root alone.
  */
 #ifndef CCL_TRANSPORT_SHM_BOARD_H
 #define CCL_TRANSPORT_SHM_BOARD_H
@@ -38,10 +39,20 @@ ccl_result_t shm_board_open(shm_board_t *b, const char *name, int nranks, int ra
 void shm_board_close(shm_board_t *b);
 void shm_board_poison(shm_board_t *b);
 
+/* Whom a rank waits for before it reads the bank: everyone (allreduce,
+ * allgather, ...; the root of reduce and gather), the root (the others of
+ * broadcast and scatter) or nobody (the root of broadcast and scatter, the
+ * others of reduce and gather: they only post). */
+typedef enum { BOARD_WAIT_ALL, BOARD_WAIT_ROOT, BOARD_WAIT_NONE } board_wait_t;
+
 /* Publishes `bytes` of `data` as this rank's slot for the next call, waits
- * until every rank has, and returns the bank: slot q is bank + q*slot_bytes.
- * On timeout the message names the ranks that never arrived. */
-ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes,
+ * as wait_for says, and returns the bank: slot q is bank + q*slot_bytes.
+ * Before writing, it waits until every rank released the bank's previous
+ * call. On timeout the message names the ranks that never arrived. */
+ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, board_wait_t wait_for, int root,
                                 const wait_policy_t *policy, const char **bank);
+/* This rank is done reading the bank of its last exchange (every rank
+ * calls it once per call, also when it read nothing). */
+void shm_board_release(shm_board_t *b);
 
 #endif
