@@ -146,7 +146,7 @@ static int explain(const topo_t *t, const explain_opts_t *o, int local_ranks)
     CCL_TRY(tune_layout_blocked(nranks, nodes, &lay));
     int max_local = (nranks + nodes - 1) / nodes;
     tune_links_t links;
-    tuner_links_local(t, 0, max_local, max_local, nodes, &links);
+    tuner_links_local(t, 0, max_local, max_local, nodes, &links); /* nodes are machines like this one */
     if (o->net_bw > 0)
         links.net_bw = o->net_bw;
     if (o->net_lat >= 0)

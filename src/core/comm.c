@@ -178,6 +178,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     int cores_shared_by = 0;
     for (int i = 0; i < comm->nranks; i++)
         cores_shared_by += comm->bs.peers[i].kernelid == me.kernelid;
+    comm->kernel_ranks = cores_shared_by;
     if (comm->layout.nnodes > 1)
         cores_shared_by *= 2;
     comm->spin = wait_spin_budget(cores_shared_by);

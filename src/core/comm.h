@@ -45,6 +45,7 @@ struct ccl_comm {
      * numbered by their lowest rank. Arrays are owned by the comm. */
     sched_layout_t layout;
     int max_local;           /* ranks on the fullest node */
+    int kernel_ranks;        /* ranks on this kernel (boot id), this one included: they share our cores */
     bs_t bs;                 /* peers[] holds every rank's pid and host */
     shm_conn_t *send_conns;  /* [nranks]; fifo == NULL where unconnected */
     shm_conn_t *recv_conns;
@@ -166,9 +167,11 @@ ccl_result_t tuner_init(struct ccl_comm *comm);
 /* One rank's view of the link costs before the ranks agree: CCL_SHM_*,
  * CCL_NET_*, else defaults and, on local rank 0 only, the topology's NIC
  * closest to it (topo NULL: discovered if the network is used); other
- * local ranks leave what is not set at net_bw 0, net_lat -1. Slot and
+ * local ranks leave what is not set at net_bw 0, net_lat -1. kernel_ranks
+ * share this machine's cores (nlocal of them on this node; more with fake
+ * nodes or network namespaces): out->cores is this node's share. Slot and
  * board are left 0. ccl-info --explain shows local rank 0's. */
-void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int max_local, int nnodes,
+void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
                        tune_links_t *out);
 algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
 const char *tuner_algo_name(algo_t algo);

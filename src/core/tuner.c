@@ -57,7 +57,8 @@ const char *tuner_algo_name(algo_t algo)
 /* What each rank proposes; the bootstrap allgathers it. */
 typedef struct {
     double shm_bw, shm_lat, net_bw, net_lat;
-    int32_t cores, bad_algo;
+    double cores;
+    int32_t bad_algo, pad;
     uint32_t allowed[SCHED_NUM_COLLS];
 } tuner_wire_t;
 
@@ -82,17 +83,21 @@ static void tuner_net_from_topo(const topo_t *topo, int local_rank, int nlocal, 
              topo_speed_src_str(nic->speed_src), nic->net_lat);
 }
 
-void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int max_local, int nnodes,
+void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
                        tune_links_t *out)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     memset(out, 0, sizeof *out);
-    out->cores = ncpu > 0 ? (int)ncpu : 0;
+    if (kernel_ranks < nlocal)
+        kernel_ranks = nlocal;
+    /* This node's share of the machine's cores (fake nodes and network
+     * namespaces share one machine), as the wait policy counts them. */
+    out->cores = ncpu > 0 ? (double)ncpu * nlocal / kernel_ranks : 0;
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
-    int threads = nnodes > 1 ? 2 * max_local : max_local;
-    int shared = out->cores > 0 && threads > out->cores;
+    int threads = nnodes > 1 ? 2 * kernel_ranks : kernel_ranks;
+    int shared = ncpu > 0 && threads > ncpu;
     out->shm_lat = param_num(PARAM_SHM_LAT);
     if (out->shm_lat < 0)
         out->shm_lat = shared ? TUNER_SHM_LAT_SHARED : TUNER_SHM_LAT_CORE;
@@ -123,7 +128,7 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int max_l
 static void tuner_local(const struct ccl_comm *comm, tuner_wire_t *w)
 {
     tune_links_t l;
-    tuner_links_local(NULL, comm->local_rank, comm->nlocal, comm->max_local, comm->layout.nnodes, &l);
+    tuner_links_local(NULL, comm->local_rank, comm->nlocal, comm->kernel_ranks, comm->layout.nnodes, &l);
     memset(w, 0, sizeof *w);
     w->shm_bw = l.shm_bw;
     w->shm_lat = l.shm_lat;
@@ -165,7 +170,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
             agreed.net_bw = w->net_bw;
         agreed.net_lat = fmax(agreed.net_lat, w->net_lat);
         if (w->cores > 0 && (agreed.cores <= 0 || w->cores < agreed.cores))
-            agreed.cores = w->cores;
+            agreed.cores = w->cores; /* the most crowded node */
         algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
     }
     if (agreed.net_bw <= 0) /* rank 0 of every node had one: cannot happen */

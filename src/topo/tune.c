@@ -276,7 +276,7 @@ static double tune_total(const tune_ev_t *e, const tune_round_t *r)
         if (nic > t)
             t = nic;
     }
-    int L = e->m->max_local, cores = e->m->link.cores;
+    double L = e->m->max_local, cores = e->m->link.cores;
     if (cores > 0 && L > cores) {
         double cpu = (k * r->clat + r->c * r->cb) * L / cores;
         if (cpu > t)
@@ -472,7 +472,7 @@ static double tune_chain(const tune_ev_t *e)
     double wire = X ? x * e->bn * m->ring_flows : 0;
     double fill = (n - 1 - X) * e->ai + X * (e->an + x * e->bn) + (n - 1) * stage;
     double t = fill + (e->size - x) / x * (wire > stage ? wire : stage);
-    int L = m->max_local, cores = m->link.cores;
+    double L = m->max_local, cores = m->link.cores;
     if (cores > 0 && L > cores && e->size / x * stage * L / cores > t)
         t = e->size / x * stage * L / cores;
     return TUNE_CALL_US + t;
@@ -774,7 +774,7 @@ void tune_describe(const tune_model_t *m, tune_line_fn line, void *arg)
     const tune_links_t *l = &m->link;
     tune_size_str(l->slot_bytes, slot, sizeof slot);
     tune_size_str(l->board_bytes, board, sizeof board);
-    snprintf(cores, sizeof cores, "%d", l->cores);
+    snprintf(cores, sizeof cores, "%.3g", l->cores);
     snprintf(text, sizeof text,
              "tuner inputs: %d ranks on %d node%s (%d to %d per node), %s cores per node, slot %s, board %s; "
              "shm %.3g GB/s per pass, %.3g us per hop; net %.3g GB/s per NIC, %.3g us per hop",

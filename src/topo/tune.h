@@ -47,7 +47,7 @@ typedef struct {
     double shm_lat;     /* one hop between ranks of a node: slot published to slot seen */
     double net_bw;      /* one node's NIC, each direction, shared by the node's ranks */
     double net_lat;     /* one hop between nodes through the net transport */
-    int cores;          /* cores a node's ranks share; 0: at least one per rank */
+    double cores;       /* cores a node's ranks share (a share of a machine's); 0: one per rank */
     size_t slot_bytes;  /* pipelining unit: one FIFO slot */
     size_t board_bytes; /* per-rank capacity of the one-shot board; 0: no board */
 } tune_links_t;
