@@ -347,12 +347,14 @@ static double tune_ring(const tune_ev_t *e)
 static double tune_direct(const tune_ev_t *e)
 {
     int net = e->nn > 1;
-    tune_round_t r = {.c = e->size};
-    r.lat = (net ? e->an : e->ai) + 2 * TUNE_STEP_US;
-    r.pb = 2 * e->bi + (net ? e->bn : 0);
-    r.nb = net ? e->bn : 0;
-    r.clat = 2 * TUNE_STEP_US;
-    r.cb = 2 * e->bi;
+    const tune_round_t r = {
+        .c = e->size,
+        .lat = (net ? e->an : e->ai) + 2 * TUNE_STEP_US,
+        .pb = 2 * e->bi + (net ? e->bn : 0),
+        .nb = net ? e->bn : 0,
+        .clat = 2 * TUNE_STEP_US,
+        .cb = 2 * e->bi,
+    };
     return tune_total(e, &r);
 }
 
