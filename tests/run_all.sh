@@ -4,8 +4,10 @@
 #
 # Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
 # under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
-# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, and ccl-info on this
-# machine, with --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
+# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, the short
+# multi-node run in network namespaces (tests/cluster/run_short.sh; as root
+# only, otherwise one SKIPPED line), and ccl-info on this machine, with
+# --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
 # also prints the tail of its log. Full logs go to $BUILD/test-logs/. The
 # last line is the only summary: "N passed, N failed[, N skipped]"; the exit
@@ -43,6 +45,7 @@ timeout_for() {
     mp) echo 600 ;;
     mpi) echo 400 ;;
     perf) echo 300 ;;
+    cluster) echo 300 ;;
     *) echo 300 ;;
     esac
 }
@@ -87,6 +90,13 @@ run_test() {
     fi
     local t
     t=$(elapsed_since "$start")
+    # Tests run with MAY_SKIP=1 exit 77 when they cannot run here, with the
+    # reason on their last line.
+    if [[ $rc -eq 77 && -n "${MAY_SKIP:-}" ]]; then
+        echo "SKIPPED $name: $(tail -n 1 "$log")"
+        skipped=$((skipped + 1))
+        return
+    fi
     if [[ $rc -eq 0 ]]; then
         echo "PASS $name (${t}s)"
         passed=$((passed + 1))
@@ -220,36 +230,9 @@ fi
 # Every data row must report 0 in each "#wrong" column (-c 1 turns checking
 # on, so "N/A" is a failure too), and at least one row must exist.
 check_perf_output() {
-    awk -v na_ok="${PERF_INPLACE_NA:-0}" '
-        /^#/ && /#wrong/ {
-            n = 0; nw = 0
-            for (i = 1; i <= NF; i++) {
-                if ($i == "#") continue
-                n++
-                if ($i == "#wrong") wcol[++nw] = n
-            }
-            ncols = n
-            next
-        }
-        /^#/ { next }
-        nw > 0 && NF == ncols && $1 ~ /^[0-9]+$/ {
-            rows++
-            for (k = 1; k <= nw; k++) {
-                # PERF_INPLACE_NA=1: collectives without an in-place form
-                # (alltoall, scatter, sendrecv) report N/A there.
-                if (k == nw && nw > 1 && na_ok && $(wcol[k]) == "N/A") continue
-                if ($(wcol[k]) != "0") {
-                    printf "perf check: row with %s bytes has #wrong = %s\n", $1, $(wcol[k])
-                    bad++
-                }
-            }
-        }
-        END {
-            if (nw == 0) { print "perf check: no header with a #wrong column"; exit 1 }
-            if (rows == 0) { print "perf check: no result rows"; exit 1 }
-            if (bad) exit 1
-            printf "perf check: %d rows, all #wrong 0\n", rows
-        }' "$1"
+    # PERF_INPLACE_NA=1: collectives without an in-place form (alltoall,
+    # scatter, sendrecv) may report N/A in the in-place #wrong column.
+    awk -v na_ok="${PERF_INPLACE_NA:-0}" -f tests/common/check_perf.awk "$1"
 }
 if [[ -x "$BUILD/bin/ccl-perf" ]]; then
     for coll in allreduce allgather; do
@@ -299,6 +282,24 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
 else
     echo "SKIPPED: net fake-node tests (need mpirun and ccl-perf)"
     skipped=$((skipped + 1))
+fi
+
+# ---- multi-node cluster ---------------------------------------------------------------
+# Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
+# ccl-perf over every collective, type and op, the MPI cross-check, and each
+# forced algorithm on 3+1 ranks, all launched by mpirun across the nodes.
+# Each part builds and removes its own cluster. Needs root, `ip netns` and
+# the MPI binaries; otherwise one SKIPPED line.
+if ! cluster_why=$(tests/cluster/cluster.sh preflight); then
+    echo "SKIPPED cluster/short: $cluster_why"
+    skipped=$((skipped + 1))
+elif [[ -z "$HAVE_MPICC" ]] || ! command -v mpirun >/dev/null 2>&1; then
+    echo "SKIPPED cluster/short: the cluster runs need mpicc and mpirun (Open MPI)"
+    skipped=$((skipped + 1))
+else
+    for part in ompi perf crosscheck algos; do
+        MAY_SKIP=1 run_test "cluster/$part" cluster env BUILD="$BUILD" tests/cluster/run_short.sh "$part"
+    done
 fi
 
 # ---- ccl-info smoke -------------------------------------------------------------

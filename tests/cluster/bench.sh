@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# bench.sh - ccl against Open MPI and plain TCP across namespace "nodes"
+# (tests/cluster/cluster.sh), every figure a median over interleaved rounds.
+#
+#   tests/cluster/bench.sh [SECTION...]     sections (default all three):
+#
+#   tbf     2 nodes x 2 ranks, each node's link limited to 2 Gbit/s (tbf, both
+#           directions): allreduce of 64 MiB with ccl-perf CCL_ALGO=hier, with
+#           CCL_ALGO=ring, and Open MPI's (mpi-bench, TCP BTL between nodes)
+#   sweep   4 nodes x 2 ranks, links unlimited: ccl-perf allreduce 8 B..64 MiB
+#           with the tuner's choice and with each forced CCL_ALGO
+#   stream  2 nodes x 1 rank, links unlimited: ccl-perf allgather of 64 MiB
+#           against one plain TCP stream between the same nodes (net-bench's
+#           reference stream)
+#
+# Everything is launched as on a cluster: mpirun -H node1:m,node2:m,... from
+# node1, ranks from Open MPI's environment, CCL_COMM_ID at node1's address.
+# Needs root and the MPI build (make && make tools, with mpicc).
+#
+# Environment: ROUNDS (default 3) rounds per section, the variants of a
+# round run one after another; ITERS (default 10) timed calls per size and
+# WARMUP (default 3); FACTOR (default 2) size step of the sweep; RATE
+# (default 2gbit) of the tbf section; ALGOS (default "ring tree rd hier")
+# forced in the sweep; BENCH_LOG (default /tmp/ccl-cluster-bench.PID) keeps
+# every raw table. Sizes in the tables are bytes, times microseconds,
+# bandwidths GB/s (1e9 B/s, nccl-tests' algbw and busbw, out of place).
+# CCL_* variables in the environment reach every rank (e.g. CCL_BUFFSIZE).
+set -uo pipefail
+
+# shellcheck source=tests/cluster/paths.sh
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+
+ROUNDS=${ROUNDS:-3}
+ITERS=${ITERS:-10}
+WARMUP=${WARMUP:-3}
+FACTOR=${FACTOR:-2}
+RATE=${RATE:-2gbit}
+ALGOS=${ALGOS:-ring tree rd hier}
+LOG=${BENCH_LOG:-/tmp/ccl-cluster-bench.$$}
+SUBNET=${CLUSTER_SUBNET:-10.77.0}
+export CLUSTER_NAME="b$$"
+
+for bin in "$BUILD/bin/ccl-perf" "$BUILD/bin/mpi-bench" "$BUILD/bin/net-bench"; do
+    [[ -x "$bin" ]] || {
+        echo "bench.sh: $bin is not built (make && make tools, with mpicc)" >&2
+        exit 2
+    }
+done
+if ! why=$("$C" preflight); then
+    echo "bench.sh: $why" >&2
+    exit 2
+fi
+mkdir -p "$LOG"
+
+# Open MPI 4.1's op/avx component saturates small integer sums; not our
+# float sums, but the cross-checks run without it and so does this.
+mpi_opts=()
+if ompi_info --parsable 2>/dev/null | grep -q '^mca:op:avx:'; then
+    mpi_opts+=(--mca op ^avx)
+fi
+
+cleanup() {
+    "$C" down
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# run_variant TAG LAYOUT [VAR=value...] -- command...: one run; appends
+# "TAG size time_us algbw busbw" per out-of-place row to $LOG/rows.
+run_variant() {
+    local tag=$1 layout=$2 out
+    shift 2
+    local envs=()
+    while [[ $# -gt 0 && "$1" != "--" ]]; do
+        envs+=("$1")
+        shift
+    done
+    shift
+    out="$LOG/$tag.$(date +%s%N).txt"
+    if ! env "${envs[@]}" "$C" run -L "$layout" "$@" >"$out" 2>&1; then
+        echo "bench.sh: $tag failed; see $out" >&2
+        grep -m1 -i 'failed\|error' "$out" | sed 's/^/    /' >&2
+        return 1
+    fi
+    awk -f "$REPO/tests/common/check_perf.awk" "$out" >/dev/null ||
+        echo "bench.sh: $tag: wrong results (#wrong not 0); see $out" >&2
+    awk -v tag="$tag" '!/^#/ && NF >= 9 && $1 ~ /^[0-9]+$/ { print tag, $1, $6, $7, $8 }' "$out" >>"$LOG/rows"
+}
+
+# Medians of each (tag, size): "tag size time algbw busbw".
+medians() {
+    sort -k1,1 -k2,2n "$LOG/rows" | awk '
+        function med(a, n,   i, j, t) {
+            for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+            return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        function flush() { if (n) printf "%s %s %.2f %.3f %.3f\n", key_t, key_s, med(tm, n), med(ab, n), med(bb, n); n = 0 }
+        { if ($1 != key_t || $2 != key_s) { flush(); key_t = $1; key_s = $2 } n++; tm[n] = $3; ab[n] = $4; bb[n] = $5 }
+        END { flush() }'
+}
+
+perf_args=(-n "$ITERS" -w "$WARMUP" -c 1)
+
+section_tbf() {
+    echo "## tbf: 2 nodes x 2 ranks, links limited to $RATE; allreduce float sum 64 MiB, $ROUNDS rounds"
+    "$C" up 2 --rate "$RATE" --owner $$ >/dev/null || return 1
+    : >"$LOG/rows"
+    local r
+    for ((r = 1; r <= ROUNDS; r++)); do
+        run_variant ccl-hier 2,2 CCL_ALGO=hier -- "$BUILD/bin/ccl-perf" -C allreduce -b 64M -e 64M "${perf_args[@]}"
+        run_variant ccl-ring 2,2 CCL_ALGO=ring -- "$BUILD/bin/ccl-perf" -C allreduce -b 64M -e 64M "${perf_args[@]}"
+        run_variant ompi 2,2 -- "${mpi_opts[@]}" "$BUILD/bin/mpi-bench" -C allreduce -b 64M -e 64M "${perf_args[@]}"
+    done
+    printf '%-10s %12s %12s %8s %8s\n' variant bytes "time(us)" algbw busbw
+    medians | awk '{ printf "%-10s %12d %12.0f %8.3f %8.3f\n", $1, $2, $3, $4, $5 }'
+    cp "$LOG/rows" "$LOG/tbf.rows"
+    "$C" down
+}
+
+section_sweep() {
+    echo "## sweep: 4 nodes x 2 ranks, unlimited links; allreduce float sum 8 B..64 MiB (-f $FACTOR), $ROUNDS rounds"
+    "$C" up 4 --owner $$ >/dev/null || return 1
+    : >"$LOG/rows"
+    local r a tags=(tuner)
+    for a in $ALGOS; do
+        tags+=("$a")
+    done
+    for ((r = 1; r <= ROUNDS; r++)); do
+        run_variant tuner 2,2,2,2 -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e 64M -f "$FACTOR" "${perf_args[@]}"
+        for a in $ALGOS; do
+            run_variant "$a" 2,2,2,2 CCL_ALGO="$a" -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e 64M -f "$FACTOR" "${perf_args[@]}"
+        done
+    done
+    medians >"$LOG/sweep.medians"
+    local col
+    for col in 3 5; do
+        [[ $col == 3 ]] && echo "# time (us), median" || echo "# busbw (GB/s), median"
+        awk -v col="$col" -v order="${tags[*]}" '
+            BEGIN { nt = split(order, t, " ") }
+            { v[$1, $2] = $col; if (!($2 in seen)) { seen[$2] = 1; sizes[++ns] = $2 } }
+            END {
+                printf "%12s", "bytes"; for (i = 1; i <= nt; i++) printf " %10s", t[i]; printf "\n"
+                for (s = 1; s <= ns; s++) {
+                    printf "%12d", sizes[s]
+                    for (i = 1; i <= nt; i++) printf " %10s", ((t[i], sizes[s]) in v) ? v[t[i], sizes[s]] : "-"
+                    printf "\n"
+                }
+            }' < <(sort -k2,2n "$LOG/sweep.medians")
+    done
+    cp "$LOG/rows" "$LOG/sweep.rows"
+    "$C" down
+}
+
+# One plain TCP stream node1 -> node2, net-bench's reference (its plugin
+# figure too), appended to $LOG/rows as GB/s in the bandwidth columns.
+tcp_stream() {
+    local out port=$((47000 + RANDOM % 500))
+    out="$LOG/net-bench.$(date +%s%N).txt"
+    "$C" exec 2 "$BUILD/bin/net-bench" -s -p "$port" >"$out.server" 2>&1 &
+    local spid=$!
+    "$C" exec 1 "$BUILD/bin/net-bench" -c "$SUBNET.2:$port" -b 4M -e 4M -t 256M -r 1 >"$out" 2>&1
+    wait "$spid"
+    awk '!/^#/ && NF == 8 { print "tcp-stream", $1, 0, $4, $4; print "net-plugin", $1, 0, $2, $2 }' "$out" >>"$LOG/rows"
+}
+
+section_stream() {
+    echo "## stream: 2 nodes x 1 rank, unlimited links; ccl allgather 64 MiB vs one TCP stream, $ROUNDS rounds"
+    "$C" up 2 --owner $$ >/dev/null || return 1
+    : >"$LOG/rows"
+    local r
+    for ((r = 1; r <= ROUNDS; r++)); do
+        run_variant ccl-allgather 1,1 -- "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
+        tcp_stream
+    done
+    medians | awk '
+        function show(what, k) { printf "%-40s %s\n", what, (k in bw) ? sprintf("%.3f GB/s", bw[k]) : "- (failed)" }
+        { bw[$1] = $5 }
+        END {
+            show("ccl allgather busbw (64 MiB, 2 ranks)", "ccl-allgather")
+            show("one TCP stream (4 MiB messages)", "tcp-stream")
+            show("net plugin alone (net-bench)", "net-plugin")
+            if (("ccl-allgather" in bw) && bw["tcp-stream"] > 0)
+                printf "%-40s %.0f%%\n", "ccl / TCP stream", 100 * bw["ccl-allgather"] / bw["tcp-stream"]
+        }'
+    cp "$LOG/rows" "$LOG/stream.rows"
+    "$C" down
+}
+
+sections=("$@")
+[[ ${#sections[@]} -gt 0 ]] || sections=(tbf sweep stream)
+echo "# ccl cluster bench, $(date '+%F %T'), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); raw tables in $LOG"
+echo "# ROUNDS=$ROUNDS ITERS=$ITERS WARMUP=$WARMUP; medians over rounds"
+for s in "${sections[@]}"; do
+    case "$s" in
+    tbf | sweep | stream) "section_$s" ;;
+    *)
+        echo "bench.sh: unknown section '$s' (tbf sweep stream)" >&2
+        exit 2
+        ;;
+    esac
+done
