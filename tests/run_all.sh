@@ -6,8 +6,8 @@
 # under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
 # ccl-perf smoke check when $BUILD/bin/ccl-perf exists, the short
 # multi-node run in network namespaces (tests/cluster/run_short.sh; as root
-# only, otherwise one SKIPPED line), and ccl-info on this
-# machine and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
+# only, otherwise one SKIPPED line), and ccl-info on this machine, with
+# --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
 # also prints the tail of its log. Full logs go to $BUILD/test-logs/. The
 # last line is the only summary: "N passed, N failed[, N skipped]"; the exit
@@ -316,6 +316,15 @@ check_info_output() {
 if [[ -x "$BUILD/bin/ccl-info" ]]; then
     POST_CHECK=check_info_output run_test "tools/ccl-info" perf \
         env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$BUILD/bin/ccl-info" --ranks 4
+    # The tuner's view of 4 nodes x 2 ranks over 2 Gbit/s links, no job run:
+    # recursive doubling for 8 bytes, hierarchical from 32 MiB.
+    check_explain_output() {
+        awk '$1 == "allreduce" { t = 1; next } t && $1 == "8" { p8 = $NF } t && $1 == "32M" { p32 = $NF }
+             END { if (p8 != "rd" || p32 != "hier") { printf "ccl-info --explain: picks %s at 8 B, %s at 32M\n", p8, p32; exit 1 } }' "$1"
+    }
+    POST_CHECK=check_explain_output run_test "tools/ccl-info-explain" perf \
+        env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$BUILD/bin/ccl-info" --explain \
+        --nodes 4 --ppn 2 --net-bw 0.25 --net-lat 50 --colls allreduce
     dgx2="${CCL_TEST_TOPO_DIR:-../shared/topologies}/nvidiaDGX2.xml"
     if [[ -r "$dgx2" ]]; then
         POST_CHECK=check_info_output run_test "tools/ccl-info-dgx2" perf "$BUILD/bin/ccl-info" --topo "$dgx2"

@@ -147,6 +147,11 @@ ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out);
 /* Double binary tree allreduce (two trees, each reduces and broadcasts
  * half the data; a rank is interior in at most one of them). */
 ccl_result_t tree_schedule(const sched_op_t *op, sched_t *out);
+/* Tree `shift` (0 or 1) of the double binary tree over nranks: rank's
+ * parent (-1 at the root) and children (-1 where none); returns the number
+ * of children. Rank r sits at position ((r + shift) mod n) + 1. The tuner
+ * reads the trees' shape through this. */
+int tree_links(int nranks, int shift, int rank, int *parent, int child[2]);
 /* Recursive doubling allreduce for small messages: log2(n) exchanges of the
  * whole buffer (non-powers of two fold the extra ranks in first). */
 ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out);

@@ -55,18 +55,25 @@ static int tree_children(int i, int n, int child[2])
     return k;
 }
 
-/* One tree over half [off, off+len): `shift` maps rank r to position
- * ((r + shift) mod n) + 1. */
-static void tree_one(sched_t *s, const sched_op_t *op, int shift, size_t off, size_t len)
+int tree_links(int nranks, int shift, int rank, int *parent, int child[2])
 {
-    int n = op->nranks;
-    int pos = (op->rank + shift) % n + 1;
+    int n = nranks;
+    int pos = (rank + shift) % n + 1;
     int ppos = tree_parent(pos, n), cpos[2];
     int nc = tree_children(pos, n, cpos);
 #define TREE_RANK(p) (((p) - 1 - shift + n) % n)
-    int parent = ppos ? TREE_RANK(ppos) : -1;
-    int child[2] = {nc > 0 ? TREE_RANK(cpos[0]) : -1, nc > 1 ? TREE_RANK(cpos[1]) : -1};
+    *parent = ppos ? TREE_RANK(ppos) : -1;
+    child[0] = nc > 0 ? TREE_RANK(cpos[0]) : -1;
+    child[1] = nc > 1 ? TREE_RANK(cpos[1]) : -1;
 #undef TREE_RANK
+    return nc;
+}
+
+/* One tree over half [off, off+len). */
+static void tree_one(sched_t *s, const sched_op_t *op, int shift, size_t off, size_t len)
+{
+    int parent, child[2];
+    int nc = tree_links(op->nranks, shift, op->rank, &parent, child);
     if (len == 0)
         return;
     /* Up. */

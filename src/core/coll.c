@@ -185,8 +185,7 @@ static ccl_result_t coll_run_group(const coll_args_t *in, int ncalls)
     for (int j = 0; j < njobs; j++) {
         for (int c = 0; c < jobs[j].ncalls; c++) {
             const coll_args_t *a = &jobs[j].calls[c];
-            size_t esz = dev_dtype_size(a->dtype);
-            algo_t algo = tuner_pick(a->comm, a->coll, a->count * esz, 1);
+            algo_t algo = tuner_pick(a->comm, a->coll, exec_board_bytes(a, a->comm->nranks), 1);
             res = coll_schedule(a->comm, a, algo, (sched_t *)&jobs[j].scheds[c]);
             if (res != CCL_SUCCESS) {
                 failed = j;

@@ -183,6 +183,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     int cores_shared_by = 0;
     for (int i = 0; i < comm->nranks; i++)
         cores_shared_by += comm->bs.peers[i].kernelid == me.kernelid;
+    comm->kernel_ranks = cores_shared_by;
     if (comm->layout.nnodes > 1)
         cores_shared_by *= 2;
     comm->spin = wait_spin_budget(cores_shared_by);
@@ -191,6 +192,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     CCL_TRY(connect_mesh(comm));
     CCL_TRY(connect_net(comm));
     CCL_TRY(connect_board(comm));
+    CCL_TRY(tuner_init(comm));
     if (posix_memalign(&comm->scratch, 4096, 2 * comm->slot_size) != 0)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", 2 * comm->slot_size);
     memset(comm->scratch, 0, 2 * comm->slot_size);

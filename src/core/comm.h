@@ -8,6 +8,8 @@
 #include "algos/schedule.h"
 #include "bootstrap/bootstrap.h"
 #include "ccl.h"
+#include "topo/topo.h"
+#include "topo/tune.h"
 #include "transport/net.h"
 #include "transport/shm.h"
 #include "transport/shm_board.h"
@@ -17,8 +19,6 @@
 #include <stdint.h>
 
 #define COMM_ERR_MAX 1024
-
-typedef enum { ALGO_RING = 0, ALGO_DIRECT, ALGO_ONESHOT, ALGO_CHAIN, ALGO_PAIRWISE, ALGO_TREE, ALGO_RD, ALGO_HIER, ALGO_COUNT } algo_t;
 
 /* A premulsum operator created on this comm (ccl_redop_create_premulsum). */
 typedef struct {
@@ -30,6 +30,13 @@ typedef struct {
 
 #define COMM_MAX_REDOPS 1024
 
+/* The tuner's last pick for one collective (tuner.c). */
+typedef struct {
+    size_t size;
+    int grouped;
+    int algo; /* -1: none yet */
+} tuner_last_t;
+
 struct ccl_comm {
     int rank, nranks;
     int nlocal;              /* ranks on this host, this one included */
@@ -38,6 +45,7 @@ struct ccl_comm {
      * numbered by their lowest rank. Arrays are owned by the comm. */
     sched_layout_t layout;
     int max_local;           /* ranks on the fullest node */
+    int kernel_ranks;        /* ranks on this kernel (boot id), this one included: they share our cores */
     bs_t bs;                 /* peers[] holds every rank's pid and host */
     shm_conn_t *send_conns;  /* [nranks]; fifo == NULL where unconnected */
     shm_conn_t *recv_conns;
@@ -57,6 +65,9 @@ struct ccl_comm {
     void *eng_arena;           /* reused engine state, under exec_lock */
     size_t eng_arena_cap;
     int check_args;            /* CCL_CHECK_ARGS: verify calls across ranks first */
+    tune_model_t tune;         /* the tuner's cost model, the same on every rank */
+    unsigned algo_allowed[SCHED_NUM_COLLS]; /* CCL_ALGO (rank 0's): TUNE_BIT mask per collective */
+    tuner_last_t tune_last[SCHED_NUM_COLLS]; /* last pick per collective, under exec_lock */
 
     pthread_mutex_t redop_lock;
     comm_redop_t *redops;      /* [COMM_MAX_REDOPS], allocated on first use */
@@ -149,7 +160,19 @@ int redop_new_tag(void);
  * the executor (so it works when one thread drives several ranks). */
 ccl_result_t check_args_run(exec_job_t *jobs, int njobs, int *failed);
 
-/* tuner.c */
+/* tuner.c: the cost model's inputs, agreed by all ranks (at init, after
+ * the FIFOs and the board exist); the pick for one call (bytes: as
+ * exec_board_bytes counts them, the same on every rank). */
+ccl_result_t tuner_init(struct ccl_comm *comm);
+/* One rank's view of the link costs before the ranks agree: CCL_SHM_*,
+ * CCL_NET_*, else defaults and, on local rank 0 only, the topology's NIC
+ * closest to it (topo NULL: discovered if the network is used); other
+ * local ranks leave what is not set at net_bw 0, net_lat -1. kernel_ranks
+ * share this machine's cores (nlocal of them on this node; more with fake
+ * nodes or network namespaces): out->cores is this node's share. Slot and
+ * board are left 0. ccl-info --explain shows local rank 0's. */
+void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
+                       tune_links_t *out);
 algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
 const char *tuner_algo_name(algo_t algo);
 

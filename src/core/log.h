@@ -15,6 +15,7 @@ typedef enum {
     SUB_SHM = 1 << 2,
     SUB_COLL = 1 << 3,
     SUB_NET = 1 << 4,
+    SUB_TUNING = 1 << 5, /* the tuner: its inputs and cost table (INFO), each call's pick (TRACE) */
     SUB_ALL = 0xffff
 } log_subsys_t;
 

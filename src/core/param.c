@@ -1,20 +1,21 @@
 /*
  * param.c - the CCL_* parameter table, read once from the environment.
  *
- * This is the only place in ccl that calls getenv. A malformed integer is
- * reported once at WARN and the default is used, so a typo never turns into
- * a silent zero.
+ * This is the only place in ccl that calls getenv. A malformed integer or
+ * number is reported once at WARN and the default is used, so a typo never
+ * turns into a silent zero.
  */
 #include "core/param.h"
 #include "core/log.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { KIND_INT, KIND_STR } param_kind_t;
+typedef enum { KIND_INT, KIND_NUM, KIND_STR } param_kind_t;
 
 typedef struct {
     const char *name;
@@ -32,6 +33,18 @@ static const param_desc_t param_table[PARAM_COUNT] = {
 static pthread_once_t param_once = PTHREAD_ONCE_INIT;
 static const char *param_strs[PARAM_COUNT];
 static int64_t param_ints[PARAM_COUNT];
+static double param_nums[PARAM_COUNT];
+
+int param_parse_num(const char *text, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno != 0 || end == text || *end != '\0' || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
 
 int param_parse_size(const char *text, int64_t *out)
 {
@@ -64,14 +77,16 @@ static void param_load(void)
         const char *env = getenv(p->name);
         const char *text = (env && *env) ? env : p->def;
         param_strs[i] = text;
-        if (p->kind != KIND_INT)
-            continue;
-        if (param_parse_size(text, &param_ints[i]) != 0) {
-            /* The log layer reads params too, so report without recursing
-             * into it before this table is complete. */
+        /* The log layer reads params too, so report without recursing
+         * into it before this table is complete. */
+        if (p->kind == KIND_INT && param_parse_size(text, &param_ints[i]) != 0) {
             param_parse_size(p->def, &param_ints[i]);
             param_strs[i] = p->def;
             log_early_warn("ignoring %s=\"%s\": not an integer; using %s", p->name, text, p->def);
+        } else if (p->kind == KIND_NUM && param_parse_num(text, &param_nums[i]) != 0) {
+            param_parse_num(p->def, &param_nums[i]);
+            param_strs[i] = p->def;
+            log_early_warn("ignoring %s=\"%s\": not a number; using %s", p->name, text, p->def);
         }
     }
 }
@@ -80,6 +95,12 @@ int64_t param_int(param_id_t id)
 {
     pthread_once(&param_once, param_load);
     return param_ints[id];
+}
+
+double param_num(param_id_t id)
+{
+    pthread_once(&param_once, param_load);
+    return param_nums[id];
 }
 
 const char *param_str(param_id_t id)

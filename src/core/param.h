@@ -18,9 +18,13 @@ typedef enum {
 } param_id_t;
 
 int64_t param_int(param_id_t id);
+/* NUM parameters: a decimal number ("0.25", "20", "1e-3"). */
+double param_num(param_id_t id);
 /* Never NULL; "" when unset and without default. */
 const char *param_str(param_id_t id);
 /* Parses "123", "4K", "2M", "1G" (powers of 1024). Returns 0 on success. */
 int param_parse_size(const char *text, int64_t *out);
+/* Parses a finite decimal number. Returns 0 on success. */
+int param_parse_num(const char *text, double *out);
 
 #endif

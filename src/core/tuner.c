@@ -1,82 +1,242 @@
 /*
- * tuner.c - picks the algorithm for each call.
+ * tuner.c - picks the algorithm of each call: the communicator's side of
+ * the cost model in topo/tune.c.
  *
- * Small inputs on a single host go one-shot through the shared board (one
- * synchronisation, no sequential hops); a two-rank allreduce up to 8 MiB
- * goes direct (each rank sends all and reduces all: one hop); everything
- * else takes the bandwidth algorithm of its collective: the ring
- * (allreduce, allgather, reduce-scatter), the pipelined chain (broadcast,
- * reduce) or pairwise exchange (alltoall, gather, scatter, send/recv).
- * CCL_ALGO=ring|direct|oneshot|tree|rd|hier overrides where the algorithm
- * applies ("ring", "chain" and "pairwise" all mean: the bandwidth
- * algorithm; tree and rd (recursive doubling) exist for allreduce and
- * wait for the multi-node cost model to be chosen on their own).
+ * At comm init (tuner_init) every rank works out the model's inputs: link
+ * costs from CCL_SHM_BW/LAT and CCL_NET_BW/LAT or, for the network, the
+ * NIC the topology puts closest to it; cores per node; the node layout,
+ * slot and board sizes; CCL_ALGO. Then the ranks agree on them through the
+ * bootstrap (the slowest link figures, the fewest cores, rank 0's
+ * CCL_ALGO): every rank must pick the same algorithm for every call, or
+ * their schedules would not match. The model stays in the comm; per call,
+ * tuner_pick evaluates it for the call's size: a few dozen floating-point
+ * operations, skipped when the call has the size of the previous one.
+ *
+ * CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=TUNING shows the inputs and the
+ * allreduce cost table at init (rank 0), TRACE each call's pick.
  */
 #include "core/comm.h"
+#include "core/err.h"
 #include "core/param.h"
+#include "topo/topo.h"
 
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+#include <unistd.h>
 
-/* Up to here a two-rank allreduce goes direct. Measured with ccl-perf on a
- * 2-core VM, buffers rotated as nccl-tests does (so mostly cold): direct
- * takes about half the ring's time at 128-512 KiB (two dependent phases
- * per slice instead of three) and stays ahead of the by-value ring up to
- * 8 MiB (7-8 vs 5-6 GB/s busbw); above, the ring (by value, and from
- * CCL_SINGLE_COPY_THRESHOLD = 32 MiB by reference) is as fast or faster. */
-#define TUNER_DIRECT_MAX_BYTES (8 * 1024 * 1024)
+/* Where CCL_NET_BW and the topology say nothing: a 10 Gbit/s NIC (the
+ * topology's own default for Ethernet) and a socket's latency. */
+#define TUNER_NET_GBPS_DEFAULT 10.0
+#define TUNER_NET_LAT_DEFAULT 20.0
+/* TCP through the net transport carries about this much of the wire speed. */
+#define TUNER_NET_EFFICIENCY 0.9
+/* CCL_SHM_LAT=-1: a hop between ranks that each have a core is a cache
+ * line handed over (0.1 us, from the 2-rank latencies in tune.c); with
+ * more ranks than cores the receiver is usually not running and a hop
+ * costs a wake-up: 4 ranks on the 2-core VM took 10-20 us per 8-byte
+ * allreduce. Across nodes every rank also has a progress thread (the net
+ * proxy), so there a node's cores are shared once they are fewer than
+ * twice its ranks. */
+#define TUNER_SHM_LAT_CORE 0.1
+#define TUNER_SHM_LAT_SHARED 10.0
+/* CCL_NET_LAT=-1 where cores are shared that way: a network hop wakes the
+ * proxy and socket threads at both ends. Fake nodes on the 2-core VM
+ * (loopback TCP, other jobs running): 8-byte allreduce 0.3-0.5 ms for one
+ * network hop (2 ranks), 1.6-1.8 ms for recursive doubling's two (4 nodes
+ * x 2 ranks); the model matches those and the 256 KiB-2 MiB crossovers
+ * there with about 500 us. */
+#define TUNER_NET_LAT_SHARED 500.0
 
 const char *tuner_algo_name(algo_t algo)
 {
-    static const char *names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain", "pairwise", "tree", "rd", "hier"};
-    return (unsigned)algo < ALGO_COUNT ? names[algo] : "?";
+    return tune_algo_name(algo);
 }
 
-/* The bandwidth algorithm each collective has. */
-static algo_t tuner_default(sched_coll_t coll)
+/* What each rank proposes; the bootstrap allgathers it. */
+typedef struct {
+    double shm_bw, shm_lat, net_bw, net_lat;
+    double cores;
+    int32_t bad_algo, pad;
+    uint32_t allowed[SCHED_NUM_COLLS];
+} tuner_wire_t;
+
+/* The NIC the topology puts closest to this local rank: its speed and
+ * latency; defaults when there is none. */
+static void tuner_net_from_topo(const topo_t *topo, int local_rank, int nlocal, double *gbps, double *lat)
 {
-    switch (coll) {
-    case SCHED_BROADCAST:
-    case SCHED_REDUCE:
-        return ALGO_CHAIN;
-    case SCHED_ALLTOALL:
-    case SCHED_GATHER:
-    case SCHED_SCATTER:
-    case SCHED_P2P_SEND:
-    case SCHED_P2P_RECV:
-        return ALGO_PAIRWISE;
-    default:
-        return ALGO_RING;
+    topo_affinity_t aff;
+    *gbps = TUNER_NET_GBPS_DEFAULT;
+    *lat = TUNER_NET_LAT_DEFAULT;
+    if (topo_rank_affinity(topo, local_rank, nlocal, 0, &aff) != CCL_SUCCESS || aff.nic < 0) {
+        LOG_INFO(SUB_TUNING, "tuner: no NIC in the topology; assuming %g Gbit/s, %g us", *gbps, *lat);
+        err_clear();
+        return;
     }
+    const topo_node_t *nic = &topo->nodes[aff.nic];
+    if (nic->speed_gbps > 0)
+        *gbps = nic->speed_gbps;
+    if (nic->net_lat > 0)
+        *lat = nic->net_lat;
+    LOG_INFO(SUB_TUNING, "tuner: NIC %s, %g Gbit/s (%s), ~%g us", nic->name, nic->speed_gbps,
+             topo_speed_src_str(nic->speed_src), nic->net_lat);
+}
+
+void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
+                       tune_links_t *out)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    memset(out, 0, sizeof *out);
+    if (kernel_ranks < nlocal)
+        kernel_ranks = nlocal;
+    /* This node's share of the machine's cores (fake nodes and network
+     * namespaces share one machine), as the wait policy counts them. */
+    out->cores = ncpu > 0 ? (double)ncpu * nlocal / kernel_ranks : 0;
+    out->shm_bw = param_num(PARAM_SHM_BW);
+    if (out->shm_bw <= 0)
+        out->shm_bw = 5;
+    int threads = nnodes > 1 ? 2 * kernel_ranks : kernel_ranks;
+    int shared = ncpu > 0 && threads > ncpu;
+    out->shm_lat = param_num(PARAM_SHM_LAT);
+    if (out->shm_lat < 0)
+        out->shm_lat = shared ? TUNER_SHM_LAT_SHARED : TUNER_SHM_LAT_CORE;
+    out->net_bw = param_num(PARAM_NET_BW);
+    out->net_lat = param_num(PARAM_NET_LAT);
+    if (out->net_lat < 0 && shared)
+        out->net_lat = TUNER_NET_LAT_SHARED;
+    /* What is left to the topology only local rank 0 reads, and for the
+     * node: discovery takes tens of ms (and writes CCL_TOPO_DUMP_FILE),
+     * so only when the network is used, and once per node. The others
+     * leave net_bw 0 and net_lat -1: no opinion. */
+    if ((out->net_bw > 0 && out->net_lat >= 0) || local_rank != 0)
+        return;
+    double gbps = TUNER_NET_GBPS_DEFAULT, lat = TUNER_NET_LAT_DEFAULT;
+    topo_t *mine = NULL;
+    if (!topo && nnodes > 1 && topo_discover(&mine) == CCL_SUCCESS)
+        topo = mine;
+    err_clear();
+    if (topo)
+        tuner_net_from_topo(topo, local_rank, nlocal, &gbps, &lat);
+    topo_free(mine);
+    if (out->net_bw <= 0)
+        out->net_bw = gbps / 8 * TUNER_NET_EFFICIENCY;
+    if (out->net_lat < 0)
+        out->net_lat = lat;
+}
+
+static void tuner_local(const struct ccl_comm *comm, tuner_wire_t *w)
+{
+    tune_links_t l;
+    tuner_links_local(NULL, comm->local_rank, comm->nlocal, comm->kernel_ranks, comm->layout.nnodes, &l);
+    memset(w, 0, sizeof *w);
+    w->shm_bw = l.shm_bw;
+    w->shm_lat = l.shm_lat;
+    w->net_bw = l.net_bw;
+    w->net_lat = l.net_lat;
+    w->cores = l.cores;
+    char bad[128];
+    w->bad_algo = tune_parse_algo(param_str(PARAM_ALGO), w->allowed, bad, sizeof bad);
+    static atomic_int warned;
+    if (w->bad_algo && !atomic_exchange(&warned, 1))
+        LOG_WARN(SUB_TUNING, "CCL_ALGO=\"%s\": %s%s; ignored", param_str(PARAM_ALGO), bad,
+                 w->bad_algo > 1 ? " (and more)" : "");
+}
+
+static void tuner_log_line(void *arg, const char *text)
+{
+    (void)arg;
+    LOG_INFO(SUB_TUNING, "%s", text);
+}
+
+ccl_result_t tuner_init(struct ccl_comm *comm)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int n = comm->nranks;
+    tuner_wire_t *all = calloc((size_t)n, sizeof *all);
+    if (!all)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for the tuner's inputs of %d ranks", n);
+    tuner_local(comm, &all[comm->rank]);
+    CCL_TRY(bs_allgather(&comm->bs, all, sizeof *all));
+    /* The slowest figures any rank gave (net ones: of the ranks that had
+     * an opinion); rank 0's CCL_ALGO. */
+    tuner_wire_t agreed = all[0];
+    int algo_differs = 0;
+    for (int r = 1; r < n; r++) {
+        const tuner_wire_t *w = &all[r];
+        agreed.shm_bw = fmin(agreed.shm_bw, w->shm_bw);
+        agreed.shm_lat = fmax(agreed.shm_lat, w->shm_lat);
+        if (w->net_bw > 0 && (agreed.net_bw <= 0 || w->net_bw < agreed.net_bw))
+            agreed.net_bw = w->net_bw;
+        agreed.net_lat = fmax(agreed.net_lat, w->net_lat);
+        if (w->cores > 0 && (agreed.cores <= 0 || w->cores < agreed.cores))
+            agreed.cores = w->cores; /* the most crowded node */
+        algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
+    }
+    if (agreed.net_bw <= 0) /* rank 0 of every node had one: cannot happen */
+        agreed.net_bw = TUNER_NET_GBPS_DEFAULT / 8 * TUNER_NET_EFFICIENCY;
+    if (agreed.net_lat < 0)
+        agreed.net_lat = TUNER_NET_LAT_DEFAULT;
+    if (algo_differs && comm->rank == 0)
+        LOG_WARN(SUB_TUNING, "CCL_ALGO differs between ranks; every rank uses rank 0's (\"%s\" here)",
+                 param_str(PARAM_ALGO));
+    tune_links_t links = {
+        .shm_bw = agreed.shm_bw,
+        .shm_lat = agreed.shm_lat,
+        .net_bw = agreed.net_bw,
+        .net_lat = agreed.net_lat,
+        .cores = agreed.cores,
+        .slot_bytes = comm->slot_size,
+        .board_bytes = comm->board.hdr ? comm->board.slot_bytes : 0,
+    };
+    CCL_TRY(tune_model_init(&comm->tune, &links, n, &comm->layout));
+    memcpy(comm->algo_allowed, agreed.allowed, sizeof comm->algo_allowed);
+    for (int c = 0; c < SCHED_NUM_COLLS; c++)
+        comm->tune_last[c].algo = -1;
+    if (comm->rank == 0 && log_enabled(LOG_INFO, SUB_TUNING)) {
+        tune_describe(&comm->tune, tuner_log_line, NULL);
+        if (param_str(PARAM_ALGO)[0])
+            LOG_INFO(SUB_TUNING, "tuner: CCL_ALGO=\"%s\"", param_str(PARAM_ALGO));
+        tune_table(&comm->tune, SCHED_ALLREDUCE, 8, (size_t)1 << 30, 8, comm->algo_allowed[SCHED_ALLREDUCE],
+                   tuner_log_line, NULL);
+    }
+out:
+    free(all);
+    return res;
 }
 
 algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped)
 {
-    /* bytes: what the largest rank puts on the board (exec_board_bytes).
-     * The board serves one call at a time, so grouped calls never use it. */
-    int p2p = coll == SCHED_P2P_SEND || coll == SCHED_P2P_RECV;
-    int oneshot_ok = !grouped && !p2p && comm->board.hdr != NULL && bytes <= comm->board.slot_bytes;
-    /* Execution by slice rounds lets direct stream any size through the
-     * FIFO; it is only a question of speed. */
-    int direct_ok = coll == SCHED_ALLREDUCE && comm->nranks == 2;
-    algo_t fallback = tuner_default(coll);
-    const char *forced = param_str(PARAM_ALGO);
-    if (forced[0]) {
-        if (!strcasecmp(forced, "direct") && direct_ok)
-            return ALGO_DIRECT;
-        if (!strcasecmp(forced, "oneshot") && oneshot_ok)
-            return ALGO_ONESHOT;
-        if (!strcasecmp(forced, "tree") && coll == SCHED_ALLREDUCE)
-            return ALGO_TREE;
-        if (!strcasecmp(forced, "rd") && coll == SCHED_ALLREDUCE)
-            return ALGO_RD;
-        /* Hierarchical: allreduce across nodes (schedules get a layout only then). */
-        if (!strcasecmp(forced, "hier") && coll == SCHED_ALLREDUCE && comm->layout.nnodes > 1)
-            return ALGO_HIER;
-        if (!strcasecmp(forced, "ring") || !strcasecmp(forced, "chain") || !strcasecmp(forced, "pairwise"))
-            return fallback; /* each collective has one of these */
+    /* bytes: what the largest rank puts on the board (exec_board_bytes),
+     * the same on every rank; the model wants nccl-tests' size, which for
+     * allgather and gather is every rank's block. */
+    if (coll == SCHED_P2P_SEND || coll == SCHED_P2P_RECV)
+        return ALGO_PAIRWISE;
+    size_t size = coll == SCHED_ALLGATHER || coll == SCHED_GATHER ? bytes * (size_t)comm->nranks : bytes;
+    /* Calls run under the comm's exec_lock, so the one-entry memo per
+     * collective needs no atomics (tune_last is the comm's scratch). */
+    tuner_last_t *last = (tuner_last_t *)&comm->tune_last[coll];
+    if (last->algo >= 0 && last->size == size && last->grouped == grouped) {
+        LOG_TRACE(SUB_TUNING, "%s %zu bytes%s: %s, as the last call", sched_coll_name(coll), size,
+                  grouped ? " (grouped)" : "", tune_algo_name((algo_t)last->algo));
+        return (algo_t)last->algo;
     }
-    if (oneshot_ok)
-        return ALGO_ONESHOT;
-    return (direct_ok && bytes <= TUNER_DIRECT_MAX_BYTES) ? ALGO_DIRECT : fallback;
+    unsigned allowed = comm->algo_allowed[coll];
+    double cost;
+    tune_why_t why;
+    algo_t algo = tune_pick(&comm->tune, coll, size, grouped, allowed, &cost, &why);
+    if (why == TUNE_PICK_FALLBACK) {
+        static atomic_uint warned; /* one warning per collective per process */
+        if (!(atomic_fetch_or(&warned, 1u << coll) & (1u << coll)))
+            LOG_WARN(SUB_TUNING, "CCL_ALGO=\"%s\": no algorithm it allows applies to %s of %zu bytes on %d ranks "
+                     "(%d node%s); using the tuner's choice, %s (warned once per collective)",
+                     param_str(PARAM_ALGO), sched_coll_name(coll), size, comm->nranks, comm->layout.nnodes,
+                     comm->layout.nnodes == 1 ? "" : "s", tune_algo_name(algo));
+    }
+    LOG_TRACE(SUB_TUNING, "%s %zu bytes%s: %s, %.3g us modelled%s", sched_coll_name(coll), size,
+              grouped ? " (grouped)" : "", tune_algo_name(algo), cost,
+              why == TUNE_PICK_MODEL ? "" : why == TUNE_PICK_BANDWIDTH ? " (CCL_ALGO: bandwidth algorithm)"
+                                                                       : " (CCL_ALGO does not apply)");
+    *last = (tuner_last_t){size, grouped, (int)algo};
+    return algo;
 }

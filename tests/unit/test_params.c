@@ -6,7 +6,8 @@
  * must refuse without touching *out), and the table loaded from the
  * environment: defaults of unset variables, a set value, an empty value
  * (treated as unset), and a malformed integer (falls back to the default for
- * both param_int and param_str). The table is read once per process on first
+ * both param_int and param_str); the same for NUM parameters (param_num,
+ * param_parse_num). The table is read once per process on first
  * use, so main() arranges the environment before any test (and before any
  * other ccl call) runs; no test in this file may change it afterwards.
  */
@@ -184,6 +185,39 @@ static void test_empty_value_means_default(void **state)
     assert_string_equal(param_str(PARAM_HOSTID), "");
 }
 
+static void test_parse_num(void **state)
+{
+    (void)state;
+    static const struct { const char *text; double want; } ok[] = {
+        {"0", 0}, {"0.25", 0.25}, {"20", 20}, {"-1", -1}, {"1e-3", 1e-3}, {"12.5", 12.5},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        double v = -99;
+        assert_int_equal(param_parse_num(ok[i].text, &v), 0);
+        assert_true(v == ok[i].want);
+    }
+    static const char *const bad[] = {"", "fast", "1.5x", "0.25 GB/s", "nan", "inf", "1e999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double v = -99;
+        assert_int_not_equal(param_parse_num(bad[i], &v), 0);
+        assert_true(v == -99);
+    }
+}
+
+static void test_num_values(void **state)
+{
+    (void)state;
+    /* main(): CCL_NET_LAT=12.5, CCL_NET_BW=fast (malformed), CCL_SHM_BW unset. */
+    assert_true(param_num(PARAM_NET_LAT) == 12.5);
+    double def = -99;
+    assert_int_equal(param_parse_num(table_default[PARAM_NET_BW], &def), 0);
+    assert_true(param_num(PARAM_NET_BW) == def);
+    assert_string_equal(param_str(PARAM_NET_BW), table_default[PARAM_NET_BW]);
+    assert_int_equal(param_parse_num(table_default[PARAM_SHM_BW], &def), 0);
+    assert_true(param_num(PARAM_SHM_BW) == def);
+    assert_true(def > 0);
+}
+
 static void test_malformed_int_falls_back_to_default(void **state)
 {
     (void)state;
@@ -222,15 +256,20 @@ int main(void)
     setenv("CCL_SPIN", "", 1);
     setenv("CCL_HOSTID", "", 1);
     setenv("CCL_STREAM_THRESHOLD", "lots", 1);
+    setenv("CCL_NET_LAT", "12.5", 1);
+    setenv("CCL_NET_BW", "fast", 1);
+    unsetenv("CCL_SHM_BW");
 
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_size_accepts),
         cmocka_unit_test(test_parse_size_rejects),
+        cmocka_unit_test(test_parse_num),
         cmocka_unit_test(test_parse_size_suffix_sweep),
         cmocka_unit_test(test_defaults_of_unset_params),
         cmocka_unit_test(test_set_values_are_read),
         cmocka_unit_test(test_empty_value_means_default),
         cmocka_unit_test(test_malformed_int_falls_back_to_default),
+        cmocka_unit_test(test_num_values),
         cmocka_unit_test(test_table_is_cached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
