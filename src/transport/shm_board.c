@@ -170,6 +170,10 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
                                 const wait_policy_t *policy, const char **bank_out)
 {
     ccl_result_t res = CCL_SUCCESS;
+    /* A rank that posts and leaves (a broadcast's root) never sleeps on
+     * the board, so it looks for a peer's abort here. */
+    if (atomic_load(&b->hdr->poisoned))
+        return err_set(CCL_ERR_REMOTE, "a local rank aborted or failed: the one-shot board is unusable");
     uint32_t call = ++b->calls;
     int k = (int)(call & 1);
     char *bank = b->slots + (size_t)k * (size_t)b->nranks * b->slot_bytes;

@@ -44,6 +44,13 @@ static tst_case_t small_case(int nranks, int k)
                     .seed = tst_case_seed(base_seed, (uint64_t)nranks, (uint64_t)k, 23, 23),
                     /* the rank that fails: the last dies (cases 0, 1), 0 aborts */
                     .root = k < 2 ? nranks - 1 : 0};
+    /* Rank 0 must be blocked when it aborts. A small broadcast's or
+     * scatter's root posts on the one-shot board and returns without
+     * waiting for anyone, so there rank 0 takes part as a non-root, which
+     * waits for the root (reduce and gather are the mirror: their root
+     * waits, the others post and return). */
+    if (k >= 2 && (g_coll == TST_BROADCAST || g_coll == TST_SCATTER))
+        c.root = nranks - 1;
     return c;
 }
 
