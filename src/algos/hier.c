@@ -1,5 +1,8 @@
 /*
- * hier.c - hierarchical allreduce for ranks spread over several nodes.
+ * hier.c - hierarchical allreduce for ranks spread over several nodes, and
+ * hier_schedule, which picks the hierarchical builder of each collective
+ * (allgather: hier_allgather.c; reduce-scatter, broadcast, reduce:
+ * hier_chain.c; what they share: hier.h).
  *
  * Inter-node links are an order of magnitude slower than shared memory, so
  * the bytes that cross them must be as few as possible and spread over
@@ -20,10 +23,17 @@
  * shard, the same on every rank, so each connection carries its messages in
  * one order on both ends (see engine.h).
  */
-#include "algos/schedule.h"
+#include "algos/hier.h"
 #include "core/err.h"
 
-static int hier_mod(int a, int n) { return ((a % n) + n) % n; }
+int hier_rails(const sched_layout_t *lay)
+{
+    int S = 0;
+    for (int k = 0; k < lay->nnodes; k++)
+        if (hier_node_size(lay, k) > S)
+            S = hier_node_size(lay, k);
+    return S;
+}
 
 /* Ring allreduce of [off, off+len) (the node partial, in recvbuf) among the
  * owners of one shard: ring[k] is node k's owner, me is our index. */
@@ -67,19 +77,13 @@ static void hier_ring(sched_t *s, const sched_op_t *op, const int *ring, int nn,
 #undef PART
 }
 
-static ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
+ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
 {
     const sched_layout_t *lay = op->layout;
     int r = op->rank, nn = lay->nnodes;
     int node = lay->node_of[r], j = lay->local_rank[r];
     const int *mine = lay->node_ranks + lay->node_first[node];
-    int L = lay->node_first[node + 1] - lay->node_first[node];
-    int S = 0;
-    for (int k = 0; k < nn; k++) {
-        int sz = lay->node_first[k + 1] - lay->node_first[k];
-        if (sz > S)
-            S = sz;
-    }
+    int L = hier_node_size(lay, node), S = hier_rails(lay);
     int myshards = (S - j + L - 1) / L; /* s = j, j+L, ... < S */
     ccl_result_t res = sched_reserve(s, 2 * S * nn + myshards * (2 * nn + 1) + 4);
     if (res != CCL_SUCCESS)
@@ -112,10 +116,8 @@ static ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
     /* 2: each owned shard across nodes, among the owners of that shard. */
     int ring[nn];
     for (int sh = j; sh < S; sh += L) {
-        for (int k = 0; k < nn; k++) {
-            int sz = lay->node_first[k + 1] - lay->node_first[k];
-            ring[k] = lay->node_ranks[lay->node_first[k] + sh % sz];
-        }
+        for (int k = 0; k < nn; k++)
+            ring[k] = hier_rail_rank(lay, k, sh);
         hier_ring(s, op, ring, nn, node, S, sh);
     }
     /* 3: chain broadcast of shard s from its owner, in the same waves. */
@@ -140,13 +142,20 @@ static ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
 
 ccl_result_t hier_schedule(const sched_op_t *op, sched_t *out)
 {
-    /* Partial sums live in recvbuf between phases and are sent from there
-     * before they are final: no references (the executor would otherwise
-     * send recvbuf data by reference, assuming it final). */
-    sched_reset(out, 1, 0, 1);
-    if (op->coll != SCHED_ALLREDUCE)
-        return err_set(CCL_ERR_INTERNAL, "hierarchical: no schedule for %s", sched_coll_name(op->coll));
+    /* Allreduce: partial sums live in recvbuf between phases and are sent
+     * from there before they are final: no references (the executor would
+     * otherwise send recvbuf data by reference, assuming it final). The
+     * others only send input or final results, and overwrite in-place
+     * input only where no peer reads it (see their files). */
+    sched_reset(out, 1, 0, op->coll == SCHED_ALLREDUCE);
     if (!op->layout || op->layout->nnodes < 1)
         return err_set(CCL_ERR_INTERNAL, "hierarchical: no node layout");
-    return hier_allreduce(op, out);
+    switch (op->coll) {
+    case SCHED_ALLREDUCE: return hier_allreduce(op, out);
+    case SCHED_ALLGATHER: return hier_allgather(op, out);
+    case SCHED_REDUCE_SCATTER:
+    case SCHED_BROADCAST:
+    case SCHED_REDUCE: return hier_chain(op, out);
+    default: return err_set(CCL_ERR_INTERNAL, "hierarchical: no schedule for %s", sched_coll_name(op->coll));
+    }
 }

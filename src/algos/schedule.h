@@ -155,8 +155,36 @@ int tree_links(int nranks, int shift, int rank, int *parent, int child[2]);
 /* Recursive doubling allreduce for small messages: log2(n) exchanges of the
  * whole buffer (non-powers of two fold the extra ranks in first). */
 ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out);
-/* Hierarchical allreduce over op->layout: intra-node reduce-scatter,
- * inter-node allreduce per shard among its owners, intra-node allgather. */
+/* Hierarchical schedules over op->layout (never NULL here), for
+ * allreduce, allgather, reduce-scatter, broadcast and reduce (hier*.c):
+ *   allreduce: intra-node reduce-scatter, inter-node allreduce of each
+ *     shard among its owners (one per node: a rail), intra-node allgather;
+ *   allgather: ring over the nodes on each rail, then a ring in each node;
+ *   reduce-scatter, broadcast, reduce: pipelined chains through every
+ *     rank, node by node, each rail leaving a node through its own rank.
+ * Costs for the tuner, per rank, with nn nodes of L ranks (n = nn * L)
+ * and B the bytes of op->count (allgather, reduce-scatter: of one block):
+ * bytes sent to other nodes, steps among them (each pays the inter-node
+ * latency) and steps in all (a step is one message; the executor runs a
+ * rank's steps one after another):
+ *                   inter bytes       inter steps  steps      flat: inter bytes, steps
+ *   allreduce       2(nn-1)/nn * B/L  2(nn-1)      ~2n        2(n-1)/n * B, 2(n-1)
+ *   allgather       (nn-1) * B        nn-1         ~n         (n-1) * B, n-1
+ *   reduce-scatter  (nn-1) * B        nn-1         n          (n-1) * B, n-1
+ *   broadcast       B / L             1            L of B/L   B, 1 of B
+ *   reduce          B / L             1            L of B/L   B, 1 of B
+ * Flat ring or chain: its inter bytes cross each node boundary through one
+ * rank (through every rank when ranks alternate between nodes), and as
+ * every ring step waits for the previous one of the rank before, all of
+ * them pay the inter-node latency. Hierarchical: every rank of a node
+ * sends its share at once (rails: one NIC each pays), and every rank sends
+ * as many bytes in all as in the flat schedule. Broadcast and reduce are
+ * pipelined chains either way: n-1 hops of a slice, then the bytes at the
+ * slowest link's speed (intra-node B, inter-node B/L instead of B).
+ * Uneven nodes: a rank of a node of L_k ranks serves about max(L)/L_k
+ * rails and sends that many times the inter bytes; the reduce-scatter's
+ * and allgather's rails then run partly one after another (more latency,
+ * the same bytes). One node, or one rank per node, is the flat schedule. */
 ccl_result_t hier_schedule(const sched_op_t *op, sched_t *out);
 /* Pipelined chain from/to the root: broadcast, reduce. */
 ccl_result_t chain_schedule(const sched_op_t *op, sched_t *out);

@@ -72,11 +72,16 @@ CCL_API ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id)
 static ccl_result_t comm_agree_fifo(struct ccl_comm *comm)
 {
     ccl_result_t res = CCL_SUCCESS;
-    int64_t buffsize = param_int(PARAM_BUFFSIZE), nslots = param_int(PARAM_NSLOTS);
-    if (nslots < 2 || nslots > SHM_MAX_SLOTS || buffsize < 4096 * nslots)
+    /* A network message costs several thread hand-offs (executor, proxy,
+     * socket helpers, both ends): across nodes, slots must be large enough
+     * to amortise them. */
+    int net = comm->layout.nnodes > 1;
+    int64_t buffsize = param_int(net ? PARAM_NET_BUFFSIZE : PARAM_BUFFSIZE), nslots = param_int(PARAM_NSLOTS);
+    if (nslots < 2 || nslots > SHM_MAX_SLOTS || buffsize < 4096 * nslots || buffsize / nslots >= SHM_SLOT_MAX_BYTES)
         return err_set(CCL_ERR_INVALID_ARGUMENT,
-                       "CCL_BUFFSIZE=%lld / CCL_NSLOTS=%lld: need 2..%d slots of at least 4 KiB",
-                       (long long)buffsize, (long long)nslots, SHM_MAX_SLOTS);
+                       "%s=%lld / CCL_NSLOTS=%lld: need 2..%d slots of at least 4 KiB and under 2 GiB",
+                       net ? "CCL_NET_BUFFSIZE" : "CCL_BUFFSIZE", (long long)buffsize, (long long)nslots,
+                       SHM_MAX_SLOTS);
     int64_t *all = calloc((size_t)comm->nranks * 2, sizeof *all);
     if (!all)
         return err_set(CCL_ERR_SYSTEM, "out of memory");

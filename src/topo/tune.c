@@ -93,10 +93,10 @@
 static const unsigned tune_coll_algos[SCHED_NUM_COLLS] = {
     [SCHED_ALLREDUCE] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_DIRECT) | TUNE_BIT(ALGO_ONESHOT) |
                         TUNE_BIT(ALGO_TREE) | TUNE_BIT(ALGO_RD) | TUNE_BIT(ALGO_HIER),
-    [SCHED_ALLGATHER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_ONESHOT),
-    [SCHED_REDUCE_SCATTER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_ONESHOT),
-    [SCHED_BROADCAST] = TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_ONESHOT),
-    [SCHED_REDUCE] = TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_ONESHOT),
+    [SCHED_ALLGATHER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
+    [SCHED_REDUCE_SCATTER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
+    [SCHED_BROADCAST] = TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
+    [SCHED_REDUCE] = TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
     [SCHED_ALLTOALL] = TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT),
     [SCHED_GATHER] = TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT),
     [SCHED_SCATTER] = TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT),
@@ -435,7 +435,7 @@ static double tune_hier(const tune_ev_t *e)
     const tune_model_t *m = e->m;
     int nn = e->nn, S = m->max_local;
     if (e->coll != SCHED_ALLREDUCE)
-        return INFINITY; /* hier.c has no other schedule yet: model it with it */
+        return INFINITY; /* not modelled yet: runs only when CCL_ALGO asks for it */
     /* Shards that hold data (64-byte parts leave the last ones of a small
      * buffer empty); a rank of the emptiest node owns the most of them. */
     double shard = tune_part(e->size, S);

@@ -13,7 +13,10 @@
  * for every collective and algorithm, 1..1024 ranks, every root kind, in
  * place and out of place, with tiny slots so that pipelining and uneven last
  * parts are exercised; and groups: several collectives fused on one comm,
- * send/recv ring exchanges and random all-to-all-v patterns.
+ * send/recv ring exchanges and random all-to-all-v patterns; and the
+ * hierarchical schedules over many node layouts (sim_hier_cases).
+ *
+ * Usage: test_sim_schedules [--hier] [--max-ranks=N] (see main).
  */
 #include "algos/engine.h"
 #include "algos/schedule.h"
@@ -550,58 +553,121 @@ static void sim_lay_free(sim_lay_t *L)
     free(L->node_ranks);
 }
 
-/* Hierarchical allreduce over even, uneven, one-rank-per-node and
- * interleaved layouts. */
+/* Node layouts for the hierarchical schedules. Returns the node count, or
+ * 0 when the kind does not apply to n ranks (or is too slow for it);
+ * *interleave: ranks go round-robin over the nodes instead of in order. */
+enum { LAY_EVEN, LAY_BIG_SMALL, LAY_SMALL_BIG, LAY_ONE_PER_NODE, LAY_RANDOM, LAY_RANDOM_INTERLEAVED,
+       LAY_ALTERNATE, LAY_ONE_NODE, LAY_KINDS };
+static int sim_lay_kind(int kind, int n, int *sizes, int *interleave)
+{
+    int nn = 0;
+    *interleave = kind == LAY_RANDOM_INTERLEAVED || kind == LAY_ALTERNATE;
+    /* Past 64 ranks (up to 1024), only the even layout, to bound the run time. */
+    if (n > 64 && kind != LAY_EVEN)
+        return 0;
+    switch (kind) {
+    case LAY_EVEN: /* two (or one) even-ish nodes */
+    case LAY_ALTERNATE: /* the same, ranks alternating: node_of = 0,1,0,1,... */
+        if (kind == LAY_ALTERNATE && n < 3) return 0;
+        nn = n >= 2 ? 2 : 1;
+        for (int k = 0; k < nn; k++) sizes[k] = n / nn + (k < n % nn);
+        return nn;
+    case LAY_BIG_SMALL: /* n-1 ranks on one node, 1 on the other (3+1) */
+    case LAY_SMALL_BIG: /* and the other way round (1+3) */
+        if (n < 3) return 0;
+        sizes[0] = kind == LAY_BIG_SMALL ? n - 1 : 1;
+        sizes[1] = kind == LAY_BIG_SMALL ? 1 : n - 1;
+        return 2;
+    case LAY_ONE_PER_NODE:
+        for (int k = 0; k < n; k++) sizes[k] = 1;
+        return n;
+    case LAY_RANDOM: /* random node sizes of 1..4 (2+1+4 ...), in order or interleaved */
+    case LAY_RANDOM_INTERLEAVED:
+        if (n < 4) return 0;
+        for (int left = n; left > 0; nn++) {
+            int sz = 1 + (int)(sim_rand() % 4);
+            sizes[nn] = sz < left ? sz : left;
+            left -= sizes[nn];
+        }
+        return nn;
+    case LAY_ONE_NODE: /* a layout of one node: must degrade to the flat schedules */
+        if (n < 2 || n > 24) return 0;
+        sizes[0] = n;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static const char *sim_lay_name(int kind)
+{
+    static const char *names[LAY_KINDS] = {"even", "n-1+1", "1+n-1", "one-per-node", "random",
+                                           "random-interleaved", "alternating", "one-node"};
+    return names[kind];
+}
+
+/* One call on every rank; counts it and reports a failure. */
+static void sim_case(int n, const sim_call_t *c, int nslots, size_t slot, const char *where, int *passed,
+                     int *failed)
+{
+    char err[256];
+    if (sim_run(n, c, nslots, slot, err, sizeof err) == 0) {
+        (*passed)++;
+        return;
+    }
+    (*failed)++;
+    printf("FAIL %s %s n=%d %s count=%zu root=%d %s op=%s slots=%dx%zu: %s\n", sim_alg_name(c->alg),
+           sched_coll_name(c->coll), n, where, c->count, c->root, c->in_place ? "in-place" : "out-of-place",
+           dev_op_name(c->op), nslots, slot, err);
+}
+
+/* The hierarchical schedules (allreduce, allgather, reduce-scatter,
+ * broadcast, reduce) over every layout kind, in and out of place, with
+ * empty, one-element and odd counts and roots at either end and in the
+ * middle; and once per rank count, on the most irregular layout, the
+ * layout-agnostic schedules (ring, tree, recursive doubling), which must
+ * not care. */
 static void sim_hier_cases(int n, int *passed, int *failed)
 {
+    static const sched_coll_t colls[] = {SCHED_ALLREDUCE, SCHED_ALLGATHER, SCHED_REDUCE_SCATTER,
+                                         SCHED_BROADCAST, SCHED_REDUCE};
     int sizes[1024];
-    for (int kind = 0; kind < 4; kind++) {
-        int nn;
-        if (kind == 0) { /* two (or one) even-ish nodes */
-            nn = n >= 2 ? 2 : 1;
-            for (int k = 0; k < nn; k++) sizes[k] = n / nn + (k < n % nn);
-        } else if (kind == 1) { /* uneven: n-1 ranks on one node, 1 on the other */
-            if (n < 3) continue;
-            nn = 2;
-            sizes[0] = n - 1;
-            sizes[1] = 1;
-        } else if (kind == 2) { /* one rank per node */
-            if (n > 128) continue;
-            nn = n;
-            for (int k = 0; k < nn; k++) sizes[k] = 1;
-        } else { /* random node sizes, ranks interleaved */
-            if (n < 4 || n > 64) continue;
-            nn = 0;
-            for (int left = n; left > 0; nn++) {
-                int sz = 1 + (int)(sim_rand() % 4);
-                sizes[nn] = sz < left ? sz : left;
-                left -= sizes[nn];
-            }
-        }
+    for (int kind = 0; kind < LAY_KINDS; kind++) {
+        int interleave, nn = sim_lay_kind(kind, n, sizes, &interleave);
+        if (!nn)
+            continue;
         sim_lay_t L;
-        if (sim_lay_build(&L, n, nn, sizes, kind == 3) != 0) {
+        if (sim_lay_build(&L, n, nn, sizes, interleave) != 0) {
             printf("FAIL out of memory\n");
             (*failed)++;
             return;
         }
         sim_layout = &L.lay;
-        size_t counts[] = {0, 1, (size_t)n * 3 + 5, (size_t)n * 29 + 11};
-        /* Past 64 ranks (up to 1024), one even layout and the smaller
-         * counts bound the run time. */
-        if (n > 64 && kind > 0)
-            continue;
-        for (int ci = 0; ci < (n > 64 ? 3 : 4); ci++) {
-            for (int ip = 0; ip < 2; ip++) {
-                char err[256];
-                ccl_redop_t op = (ccl_redop_t)((n + ci + ip + kind) % CCL_NUM_OPS);
-                sim_call_t c = {SCHED_ALLREDUCE, counts[ci], 0, op, ip, ALG_HIER, n + ci};
-                if (sim_run(n, &c, ci % 2 ? 2 : 4, ci % 2 ? 64 : 256, err, sizeof err) == 0) {
-                    (*passed)++;
-                } else {
-                    (*failed)++;
-                    printf("FAIL hierarchical allreduce n=%d nodes=%d layout=%d count=%zu %s op=%s: %s\n", n, nn,
-                           kind, counts[ci], ip ? "in-place" : "out-of-place", dev_op_name(op), err);
+        char where[64];
+        snprintf(where, sizeof where, "layout=%s nodes=%d", sim_lay_name(kind), nn);
+        for (size_t ci = 0; ci < sizeof colls / sizeof colls[0]; ci++) {
+            sched_coll_t coll = colls[ci];
+            int blocks = coll == SCHED_ALLGATHER || coll == SCHED_REDUCE_SCATTER;
+            /* Blocks: n of them per rank, so smaller counts. */
+            size_t counts[] = {0, 1, blocks ? 7 : (size_t)n * 3 + 5, blocks ? 67 : (size_t)n * 29 + 11};
+            for (int k = 0; k < (n > 64 ? 3 : 4); k++) {
+                for (int ip = 0; ip < 2; ip++) {
+                    ccl_redop_t op = (ccl_redop_t)((n + k + ip + kind + (int)ci) % CCL_NUM_OPS);
+                    int rk = (k + ip + kind) % 3, root = rk == 0 ? 0 : rk == 1 ? n - 1 : n / 2;
+                    sim_call_t c = {coll, counts[k], root, op, ip, ALG_HIER, n + k + (int)ci};
+                    sim_case(n, &c, k % 2 ? 2 : 4, k % 2 ? 64 : 256, where, passed, failed);
                 }
+            }
+        }
+        if (kind == (n >= 4 ? LAY_RANDOM_INTERLEAVED : LAY_EVEN) && n <= 64) {
+            const struct { sched_coll_t coll; sim_alg_t alg; } flat[] = {
+                {SCHED_ALLREDUCE, ALG_RING}, {SCHED_ALLREDUCE, ALG_TREE}, {SCHED_ALLREDUCE, ALG_RD},
+                {SCHED_ALLGATHER, ALG_RING}, {SCHED_REDUCE_SCATTER, ALG_RING},
+            };
+            for (size_t f = 0; f < sizeof flat / sizeof flat[0]; f++) {
+                sim_call_t c = {flat[f].coll, flat[f].coll == SCHED_ALLREDUCE ? (size_t)n * 3 + 5 : 7, 0,
+                                (ccl_redop_t)((n + (int)f) % CCL_NUM_OPS), (int)f % 2, flat[f].alg, n};
+                sim_case(n, &c, 2, 64, where, passed, failed);
             }
         }
         sim_layout = NULL;
@@ -609,8 +675,21 @@ static void sim_hier_cases(int n, int *passed, int *failed)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    /* --hier: only the hierarchical cases; --max-ranks=N: skip larger
+     * communicators (both for quick runs while working on a schedule). */
+    int only_hier = 0, max_ranks = 1024;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--hier")) {
+            only_hier = 1;
+        } else if (!strncmp(argv[i], "--max-ranks=", 12)) {
+            max_ranks = atoi(argv[i] + 12);
+        } else {
+            fprintf(stderr, "usage: %s [--hier] [--max-ranks=N]\n", argv[0]);
+            return 2;
+        }
+    }
     int ranks[200], nr = 0;
     for (int n = 1; n <= 40; n++) ranks[nr++] = n;
     const int big[] = {61, 64, 97, 128, 257, 512, 1000, 1024};
@@ -638,6 +717,12 @@ int main(void)
     }
     for (int ri = 0; ri < nr; ri++) {
         int n = ranks[ri];
+        if (n > max_ranks)
+            break;
+        if (only_hier) {
+            sim_hier_cases(n, &passed, &failed);
+            continue;
+        }
         /* Counts: empty, tiny, not a multiple of anything, several slots per
          * part; fewer and smaller for huge rank counts to bound run time
          * (the n-block collectives hold n*n*count elements per job). */
@@ -662,16 +747,8 @@ int main(void)
                     sim_alg_t algs[4] = {sim_alg_of((sched_coll_t)coll), ALG_TREE, ALG_RD, ALG_DIRECT};
                     int nalg = coll != SCHED_ALLREDUCE ? 1 : n == 2 ? 4 : 3;
                     for (int a = 0; a < nalg; a++) {
-                        sim_alg_t alg = algs[a];
-                        sim_call_t c = {(sched_coll_t)coll, count, root, op, ip, alg, ri * 7 + ci};
-                        if (sim_run(n, &c, nslots, slot, err, sizeof err) == 0) {
-                            passed++;
-                        } else {
-                            failed++;
-                            printf("FAIL %s %s n=%d count=%zu root=%d %s op=%s slots=%dx%zu: %s\n", sim_alg_name(alg),
-                                   sched_coll_name((sched_coll_t)coll), n, count, root,
-                                   ip ? "in-place" : "out-of-place", dev_op_name(op), nslots, slot, err);
-                        }
+                        sim_call_t c = {(sched_coll_t)coll, count, root, op, ip, algs[a], ri * 7 + ci};
+                        sim_case(n, &c, nslots, slot, "one node", &passed, &failed);
                     }
                 }
             }
