@@ -156,9 +156,11 @@ static int explain(const topo_t *t, const explain_opts_t *o, int local_ranks)
     if (o->shm_lat >= 0)
         links.shm_lat = o->shm_lat;
     /* What comm init would agree on: slots as comm_agree_fifo cuts
-     * CCL_BUFFSIZE, the board as connect_board sizes it (one node only). */
+     * CCL_BUFFSIZE (CCL_NET_BUFFSIZE across nodes), the board as
+     * connect_board sizes it (one node only). */
     int64_t nslots = param_int(PARAM_NSLOTS) > 0 ? param_int(PARAM_NSLOTS) : 8;
-    links.slot_bytes = (size_t)(param_int(PARAM_BUFFSIZE) / nslots / 64 * 64);
+    int64_t buffsize = param_int(nodes > 1 ? PARAM_NET_BUFFSIZE : PARAM_BUFFSIZE);
+    links.slot_bytes = (size_t)(buffsize / nslots / 64 * 64);
     if (links.slot_bytes == 0)
         links.slot_bytes = 4096;
     size_t board = (size_t)param_int(PARAM_ONESHOT_MAX);

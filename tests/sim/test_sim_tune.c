@@ -281,8 +281,9 @@ static void sim_case(const sim_case_t *c, sched_coll_t coll, double lo, double h
         fprintf(stderr, "layout failed\n");
         exit(2);
     }
+    /* Slots as comm init cuts them: CCL_BUFFSIZE on one node, CCL_NET_BUFFSIZE across. */
     tune_links_t links = {.shm_bw = 5, .shm_lat = 0.3, .net_bw = c->net_bw, .net_lat = c->net_lat,
-                          .slot_bytes = 128 << 10};
+                          .slot_bytes = c->nnodes > 1 ? 1 << 20 : 128 << 10};
     tune_model_t m;
     if (tune_model_init(&m, &links, c->nranks, &lay) != CCL_SUCCESS) {
         fprintf(stderr, "model failed\n");
@@ -301,6 +302,8 @@ static void sim_case(const sim_case_t *c, sched_coll_t coll, double lo, double h
             if (a == ALGO_ONESHOT || a == ALGO_DIRECT || !tune_applies(&m, coll, (algo_t)a, size, 1))
                 continue;
             double model = tune_cost(&m, coll, (algo_t)a, size, 1);
+            if (!isfinite(model))
+                continue; /* no cost model (hier but for allreduce): runs only when forced */
             sim[a] = sim_time(&m, &lay, coll, (algo_t)a, size);
             if (sim[a] < best_sim)
                 best_sim = sim[a];
