@@ -323,7 +323,7 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
     uint64_t deadline = wait_now_ns() + bs->timeout_ns;
     uint64_t comm_id = net_comm_id(bs);
     for (;;) {
-        int todo = 0, moved = 0;
+        int waiting = 0, moved = 0;
         for (int i = 0; i < net->nconns; i += 2) {
             net_conn_t *c = &net->conns[i];
             if (!c->pcomm) {
@@ -334,7 +334,7 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                     goto out;
                 }
                 if (!c->pcomm) {
-                    todo++;
+                    waiting++;
                     continue;
                 }
                 moved++;
@@ -344,13 +344,13 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                 CCL_TRY(net_plugin_error(net->plugin, fn->isend(c->pcomm, &c->hello, sizeof c->hello, NET_HELLO_TAG,
                                                                 NULL, &c->hello_req)));
                 if (!c->hello_req) {
-                    todo++;
+                    waiting++;
                     continue;
                 }
             }
             if (!c->hello_done) {
                 CCL_TRY(net_plugin_error(net->plugin, fn->test(c->hello_req, &c->hello_done, NULL)));
-                todo += !c->hello_done;
+                waiting += !c->hello_done;
                 moved += c->hello_done;
             }
         }
@@ -368,7 +368,7 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
             accepted[naccepted++] = p;
             moved++;
         }
-        todo += nremote - naccepted;
+        waiting += nremote - naccepted;
         for (int a = 0; a < naccepted; a++) {
             net_conn_t *p = accepted[a];
             if (p->hello_done)
@@ -379,14 +379,14 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                 uint32_t tag = NET_HELLO_TAG;
                 CCL_TRY(net_plugin_error(net->plugin, fn->irecv(p->pcomm, 1, &data, &size, &tag, NULL, &p->hello_req)));
                 if (!p->hello_req) {
-                    todo++;
+                    waiting++;
                     continue;
                 }
             }
             size_t got = 0;
             CCL_TRY(net_plugin_error(net->plugin, fn->test(p->hello_req, &p->hello_done, &got)));
             if (!p->hello_done) {
-                todo++;
+                waiting++;
                 continue;
             }
             moved++;
@@ -404,7 +404,7 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
             c->pcomm = p->pcomm;
             p->pcomm = NULL;
         }
-        if (todo == 0)
+        if (waiting == 0)
             break;
         if (wait_now_ns() > deadline) {
             for (int i = 0; i < net->nconns; i++)
