@@ -171,6 +171,11 @@ done
 for t in test_allreduce test_colls; do
     run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
 done
+# CCL_VERIFY compares results bit for bit: no algorithm may give ranks
+# different bits (a false alarm fails the run).
+for v in "CCL_VERIFY=1" "CCL_VERIFY=1 CCL_ALGO=tree" "CCL_VERIFY=1 CCL_ALGO=rd"; do
+    run_variant "$v" test_allreduce 3 5
+done
 run_variant "CCL_CHECK_ARGS=1" test_groups
 
 # ---- MPI cross-checks ---------------------------------------------------------
@@ -253,7 +258,8 @@ fi
 # ---- net transport on one machine (fake nodes) ---------------------------------
 # Ranks given different CCL_HOSTIDs (tests/net/fake_node.sh) connect over
 # ccl's TCP net transport: every collective, dtype and op, and each
-# algorithm forced, on even (2+2), uneven (3+1) and interleaved (0,1,0,1)
+# algorithm forced (with CCL_VERIFY=1: every algorithm must leave
+# bit-identical results on all ranks), on even (2+2), uneven (3+1) and interleaved (0,1,0,1)
 # layouts, plus the MPI cross-check with its ranks on two fake nodes.
 # tests/cluster/ runs the same across real network namespaces.
 if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
@@ -269,8 +275,9 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
             run_test "net/ccl-perf-nodes[$map${algo:+,$algo}${zcopy:+,zero-copy}]" mp \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             HOSTMAP="$map" CCL_ALGO="$algo" CCL_COMM_ID="127.0.0.1:$net_port" \
-            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" \
+            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" CCL_VERIFY=1 \
             mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_ALGO -x CCL_COMM_ID -x CCL_NET_ZERO_COPY_THRESHOLD \
+            -x CCL_VERIFY \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"
     done
     for bin in "${mpi_bins[@]}"; do

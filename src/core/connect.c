@@ -115,11 +115,12 @@ out:
 
 void connect_poison(struct ccl_comm *comm)
 {
+    int culprit = err_culprit(); /* this thread's failure, if it was a dead peer */
     net_poison(comm->net);
     shm_board_poison(&comm->board);
     for (int i = 0; comm->send_conns && i < comm->nranks; i++) {
-        shm_conn_poison(&comm->send_conns[i]);
-        shm_conn_poison(&comm->recv_conns[i]);
+        shm_conn_poison(&comm->send_conns[i], culprit);
+        shm_conn_poison(&comm->recv_conns[i], culprit);
     }
 }
 

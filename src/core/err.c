@@ -8,6 +8,7 @@
 #include <string.h>
 
 static __thread char err_msg[1024];
+static __thread int err_culprit_rank = -1;
 
 static const char *const err_strings[CCL_NUM_RESULTS] = {
     [CCL_SUCCESS] = "no error",
@@ -30,6 +31,7 @@ static const char *const err_strings[CCL_NUM_RESULTS] = {
     [CCL_ERR_INPLACE_LAYOUT] = "buffers overlap in a way the in-place rules forbid",
     [CCL_ERR_MISMATCH] = "ranks called different collectives or arguments",
     [CCL_ERR_GROUP] = "a call that cannot be part of this group, or a group call out of order",
+    [CCL_ERR_CORRUPT] = "data corruption: ranks' results differ where they must be equal",
 };
 
 CCL_API const char *ccl_get_error_string(ccl_result_t result)
@@ -87,4 +89,12 @@ void err_prefix(const char *fmt, ...)
 }
 
 const char *err_message(void) { return err_msg; }
-void err_clear(void) { err_msg[0] = '\0'; }
+void err_clear(void)
+{
+    err_msg[0] = '\0';
+    err_culprit_rank = -1;
+}
+
+void err_set_culprit(int rank) { err_culprit_rank = rank; }
+
+int err_culprit(void) { return err_culprit_rank; }

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 /* A pid that is gone, or a zombie whose parent has not reaped it yet. */
-static int exec_pid_dead(pid_t pid)
+int exec_pid_dead(pid_t pid)
 {
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 1;
@@ -66,11 +66,29 @@ static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
          * proxy notices remote failures (closed sockets, keepalive). */
         if (comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
             continue;
-        if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid))
+        if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid)) {
+            err_set_culprit(q);
             return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
                            q, (int)p->pid, p->hostname, c->what);
+        }
     }
     uint64_t idle = c->idle_since ? wait_now_ns() - c->idle_since : waited_ns;
+    if (idle > comm->bs.timeout_ns && comm->board.hdr) {
+        /* The rank we wait for may itself wait for one that stopped
+         * calling collectives: name that one. */
+        int behind[4];
+        uint64_t at[4];
+        int nb = shm_board_behind(&comm->board, comm->coll_calls, behind, at, 4);
+        if (nb > 0) {
+            const bs_peer_t *p = &comm->bs.peers[behind[0]];
+            err_set_culprit(behind[0]);
+            return err_set(CCL_ERR_TIMEOUT, "no progress for %llu s (CCL_TIMEOUT): rank %d (pid %d on %s) has not "
+                           "called collective #%llu (it called %llu)%s; we waited to %s %s",
+                           (unsigned long long)(idle / 1000000000ull), behind[0], (int)p->pid, p->hostname,
+                           (unsigned long long)comm->coll_calls, (unsigned long long)at[0],
+                           nb > 1 ? ", nor have others" : "", c->what, c->peer >= 0 ? "a peer" : "all ranks");
+        }
+    }
     if (idle > comm->bs.timeout_ns) {
         if (c->peer < 0)
             return err_set(CCL_ERR_TIMEOUT, "no progress for %llu s (CCL_TIMEOUT) while we waited to %s all ranks",

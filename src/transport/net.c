@@ -83,6 +83,8 @@ struct net {
     _Atomic int stop;        /* net_destroy: say goodbye, then exit */
     _Atomic int poison;      /* net_poison: close everything now */
     _Atomic int failed;
+    _Atomic int fault_drop;        /* CCL_FAULT drop: end every connection as if cut */
+    _Atomic uint64_t stall_until;  /* CCL_FAULT stall: wait_now_ns() deadline; UINT64_MAX: until stop */
     char err[NET_ERR_MAX];   /* written once, before failed is set */
 };
 
@@ -104,7 +106,7 @@ static void net_fail(net_t *net, const char *fmt, ...)
     atomic_store(&net->failed, 1);
     LOG_INFO(SUB_NET, "net: %s", net->err);
     for (int i = 0; i < net->nconns; i++)
-        shm_conn_poison(&net->conns[i].end);
+        shm_conn_poison(&net->conns[i].end, -1);
 }
 
 static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const char *what)
@@ -195,7 +197,7 @@ static int net_progress(net_t *net, net_conn_t *c)
              * collective that still expects data from the peer); the
              * others carry on, e.g. p2p between the remaining ranks. */
             c->bye = 1;
-            shm_conn_poison(&c->end);
+            shm_conn_poison(&c->end, -1);
             LOG_INFO(SUB_NET, "rank %d: rank %d (%s) closed its communicator", net->rank, c->peer,
                      net_peer_host(net, c->peer));
         } else {
@@ -261,6 +263,17 @@ static void *net_proxy_main(void *arg)
         uint32_t seen = atomic_load(&net_bell);
         if (atomic_load(&net->poison) && !atomic_load(&net->failed))
             net_fail(net, "rank %d: the communicator was aborted or a collective failed on this rank", net->rank);
+        if (atomic_load(&net->fault_drop) && !atomic_load(&net->failed))
+            net_fail(net, "rank %d: CCL_FAULT dropped this rank's network connections", net->rank);
+        uint64_t stall = atomic_load(&net->stall_until);
+        if (stall && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
+            if (wait_now_ns() < stall) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            atomic_store(&net->stall_until, 0);
+        }
         int events = 0;
         if (!atomic_load(&net->failed)) {
             for (int i = 0; i < net->nconns && events >= 0; i++) {
@@ -522,6 +535,17 @@ void net_poison(net_t *net)
         return;
     atomic_store(&net->poison, 1);
     net_activity_bump();
+}
+
+void net_fault_drop(net_t *net)
+{
+    atomic_store(&net->fault_drop, 1);
+    net_activity_bump();
+}
+
+void net_fault_stall(net_t *net, int64_t ms)
+{
+    atomic_store(&net->stall_until, ms > 0 ? wait_now_ns() + (uint64_t)ms * 1000000ull : UINT64_MAX);
 }
 
 void net_destroy(net_t *net)

@@ -40,6 +40,10 @@ const char *net_error(const net_t *net);
 /* Ends every connection now (abort, a failed collective): peers see them
  * close. */
 void net_poison(net_t *net);
+/* CCL_FAULT (core/fault.h): end every connection as a cut link would, or
+ * stop the proxy thread for ms milliseconds (0: until net_destroy). */
+void net_fault_drop(net_t *net);
+void net_fault_stall(net_t *net, int64_t ms);
 /* Lets queued sends leave, says goodbye to each peer, stops the proxy and
  * closes the connections. NULL is allowed. */
 void net_destroy(net_t *net);

@@ -24,7 +24,7 @@ struct shm_fifo {
     uint32_t nslots;
     uint64_t slot_size;
     uint64_t slots_offset;
-    _Atomic uint32_t poisoned;   /* set by either side on abort/failure */
+    _Atomic uint32_t poisoned;   /* set by either side on abort/failure: 1, or 2 + the failed rank */
     uint32_t reserved;
     char pad0[SHM_LINE - 32];
     _Atomic uint32_t tail;
@@ -188,11 +188,12 @@ void shm_name_unlink(const char *name)
         shm_unlink(name);
 }
 
-void shm_conn_poison(shm_conn_t *conn)
+void shm_conn_poison(shm_conn_t *conn, int culprit)
 {
     if (!conn->fifo)
         return;
-    atomic_store(&conn->fifo->poisoned, 1);
+    uint32_t expected = 0;
+    atomic_compare_exchange_strong(&conn->fifo->poisoned, &expected, culprit >= 0 ? (uint32_t)culprit + 2 : 1);
     /* Wake whoever sleeps on either counter; they re-check and see poison. */
     wait_wake(&conn->fifo->tail, &conn->fifo->tail_waiters);
     wait_wake(&conn->fifo->head, &conn->fifo->head_waiters);
@@ -218,8 +219,13 @@ static ccl_result_t shm_check(void *arg, uint64_t waited_ns)
     /* The caller's check first: when our own comm was aborted (which also
      * poisons the connection), that is the error to report. */
     ccl_result_t res = c->outer->check ? c->outer->check(c->outer->arg, waited_ns) : CCL_SUCCESS;
-    if (res == CCL_SUCCESS && atomic_load(&c->conn->fifo->poisoned))
+    uint32_t poisoned = atomic_load(&c->conn->fifo->poisoned);
+    if (res == CCL_SUCCESS && poisoned >= 2) {
+        res = err_set(CCL_ERR_REMOTE, "rank %u failed (a peer that saw it fail ended this connection)", poisoned - 2);
+        err_set_culprit((int)(poisoned - 2));
+    } else if (res == CCL_SUCCESS && poisoned) {
         res = err_set(CCL_ERR_REMOTE, "the peer aborted or failed on this connection");
+    }
     return res;
 }
 

@@ -64,8 +64,10 @@ ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, 
                                    _Atomic uint32_t *doorbell, _Atomic uint32_t *doorbell_waiters);
 /* Removes the name; the mapping stays valid. Safe to call twice. */
 void shm_name_unlink(const char *name);
-/* Marks the connection failed so the peer's waits end (abort, errors). */
-void shm_conn_poison(shm_conn_t *conn);
+/* Marks the connection failed so the peer's waits end (abort, errors).
+ * culprit: the rank whose failure this is, when known (else -1); the peer's
+ * error names it and passes it on. */
+void shm_conn_poison(shm_conn_t *conn, int culprit);
 void shm_conn_close(shm_conn_t *conn);
 
 /* Data path. The wait functions block through `policy` (spin/yield/futex with

@@ -30,7 +30,10 @@ struct shm_board_hdr {
     } bank[2];
     /* Calls each rank has published, for naming the missing ones. */
     _Atomic uint32_t published[BOARD_MAX_RANKS];
+    /* Collectives each rank has entered (shm_board_enter), on any path. */
+    _Atomic uint64_t entered[BOARD_MAX_RANKS];
 };
+_Static_assert(sizeof(struct shm_board_hdr) <= 4096, "the board header must fit its page");
 
 static size_t board_len(int nranks, size_t slot_bytes)
 {
@@ -211,4 +214,22 @@ void shm_board_release(shm_board_t *b)
     int k = (int)(b->calls & 1);
     atomic_fetch_add_explicit(&b->hdr->bank[k].released, 1, memory_order_acq_rel);
     wait_wake(&b->hdr->bank[k].released, &b->hdr->bank[k].rwaiters);
+}
+
+void shm_board_enter(shm_board_t *b, uint64_t ncoll)
+{
+    atomic_store_explicit(&b->hdr->entered[b->rank], ncoll, memory_order_relaxed);
+}
+
+int shm_board_behind(const shm_board_t *b, uint64_t ncoll, int *ranks, uint64_t *at, int max)
+{
+    int n = 0;
+    for (int q = 0; q < b->nranks && n < max; q++) {
+        uint64_t e = atomic_load_explicit(&b->hdr->entered[q], memory_order_relaxed);
+        if (e < ncoll) {
+            ranks[n] = q;
+            at[n++] = e;
+        }
+    }
+    return n;
 }

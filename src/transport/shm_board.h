@@ -55,4 +55,10 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
  * calls it once per call, also when it read nothing). */
 void shm_board_release(shm_board_t *b);
 
+/* Progress beacons, for naming a rank that stopped calling collectives:
+ * each rank publishes how many collectives it has entered, and a rank that
+ * times out lists the ranks behind it (up to max; at[i]: their count). */
+void shm_board_enter(shm_board_t *b, uint64_t ncoll);
+int shm_board_behind(const shm_board_t *b, uint64_t ncoll, int *ranks, uint64_t *at, int max);
+
 #endif
