@@ -104,7 +104,7 @@ broken:
         /* Peers may be blocked on us mid-schedule: poison the connections
          * so they fail now rather than at their timeout. */
         comm->broken = 1;
-        connect_poison(comm);
+        connect_poison(comm, err_message());
     }
 out:
     pthread_mutex_unlock(&comm->exec_lock);
@@ -198,7 +198,7 @@ broken:
     if (res != CCL_SUCCESS) {
         for (int j = 0; j < njobs; j++) {
             jobs[j].comm->broken = 1;
-            connect_poison(jobs[j].comm);
+            connect_poison(jobs[j].comm, err_message());
         }
     }
 out:
