@@ -19,10 +19,10 @@
 #          CCL_TIMEOUT=60, so it must hear of the cut from rank 1 over the
 #          network, in the notice rank 1 sends before it closes its
 #          connections (src/transport/net.c), and name node3 all the same.
-#   kill   2+2 ranks loop over 256 MiB allreduces; rank 3 (node2) is killed
-#          with SIGKILL in the middle of the second one (64 MiB into node2 after
-#          rank 3 began it). Ranks 0, 1 (node1) and 2 (node2) must fail in that
-#          call, within KILL_BOUND s (10), naming rank 3 and node2.
+#   kill   2+2 ranks loop over 256 MiB allreduces; rank 3 (node2) SIGKILLs
+#          itself a quarter into the third one (fault_loop -K 3). Ranks 0, 1
+#          (node1) and 2 (node2) must fail in that call, within KILL_BOUND s
+#          (10) of the kill, naming rank 3 and node2.
 #
 # Ranks are started by this script in their node's namespaces (cluster.sh
 # exec), rank and size in PMI_RANK/PMI_SIZE, and run
@@ -270,7 +270,7 @@ part_kill() {
         failed=$((failed + 1))
         return
     fi
-    echo "      kill: rank 3 killed itself 40% into call 3; ranks 0-2 exited after $(exit_times kill 0 1 2 "$t0")s"
+    echo "      kill: rank 3 killed itself a quarter into call 3; ranks 0-2 exited after $(exit_times kill 0 1 2 "$t0")s"
     for r in 0 1 2; do
         # Call 3 fails: without rank 3 none of the survivors can finish it.
         check_rank kill $r "$t0" "$KILL_BOUND" "rank 3\b" "\(node2\)|on node2\b" "=allreduce #3 \("
