@@ -294,7 +294,9 @@ fi
 # ---- multi-node cluster ---------------------------------------------------------------
 # Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
 # ccl-perf over every collective, type and op, the MPI cross-check, and each
-# forced algorithm on 3+1 ranks, all launched by mpirun across the nodes.
+# forced algorithm on 3+1 ranks, all launched by mpirun across the nodes;
+# then, on three nodes, a cut link and a killed rank in mid-allreduce must
+# fail every other rank within 10 s, naming what failed (faults.sh).
 # Each part builds and removes its own cluster. Needs root, `ip netns` and
 # the MPI binaries; otherwise one SKIPPED line.
 if ! cluster_why=$(tests/cluster/cluster.sh preflight); then
@@ -304,7 +306,7 @@ elif [[ -z "$HAVE_MPICC" ]] || ! command -v mpirun >/dev/null 2>&1; then
     echo "SKIPPED cluster/short: the cluster runs need mpicc and mpirun (Open MPI)"
     skipped=$((skipped + 1))
 else
-    for part in ompi perf crosscheck algos; do
+    for part in ompi perf crosscheck algos faults; do
         MAY_SKIP=1 run_test "cluster/$part" cluster env BUILD="$BUILD" tests/cluster/run_short.sh "$part"
     done
 fi

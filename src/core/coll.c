@@ -126,7 +126,7 @@ broken:
          * so they fail now rather than at their timeout. */
         comm->broken = 1;
         atomic_store(&comm->broken_code, res);
-        connect_poison(comm);
+        connect_poison(comm, err_message());
     }
 out:
     pthread_mutex_unlock(&comm->exec_lock);
@@ -226,7 +226,7 @@ broken:
         for (int j = 0; j < njobs; j++) {
             jobs[j].comm->broken = 1;
             atomic_store(&jobs[j].comm->broken_code, res);
-            connect_poison(jobs[j].comm);
+            connect_poison(jobs[j].comm, err_message());
         }
     }
 out:

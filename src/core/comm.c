@@ -349,7 +349,7 @@ CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm)
     group_drop(comm); /* queued in this thread's open group: they never run */
     /* Wakes our own blocked waiters and tells peers, whose waits on these
      * connections end with an error instead of a timeout. */
-    connect_poison(comm);
+    connect_poison(comm, NULL);
     return comm_teardown(comm, "ccl_comm_abort");
 }
 

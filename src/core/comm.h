@@ -125,7 +125,10 @@ ccl_result_t connect_mesh(struct ccl_comm *comm);
 ccl_result_t connect_net(struct ccl_comm *comm);
 ccl_result_t connect_board(struct ccl_comm *comm);
 void connect_close(struct ccl_comm *comm);
-void connect_poison(struct ccl_comm *comm);
+/* Ends every connection now so that peers fail instead of waiting: why
+ * says how a collective failed here (NULL: ccl_comm_abort), and reaches
+ * them in their error messages. */
+void connect_poison(struct ccl_comm *comm, const char *why);
 
 /* exec_host.c. One job per communicator: the calls on it, in the order
  * every rank agrees on, each with its schedule. */

@@ -8,7 +8,6 @@
 #include <string.h>
 
 static __thread char err_msg[1024];
-static __thread int err_culprit_rank = -1;
 
 static const char *const err_strings[CCL_NUM_RESULTS] = {
     [CCL_SUCCESS] = "no error",
@@ -89,12 +88,4 @@ void err_prefix(const char *fmt, ...)
 }
 
 const char *err_message(void) { return err_msg; }
-void err_clear(void)
-{
-    err_msg[0] = '\0';
-    err_culprit_rank = -1;
-}
-
-void err_set_culprit(int rank) { err_culprit_rank = rank; }
-
-int err_culprit(void) { return err_culprit_rank; }
+void err_clear(void) { err_msg[0] = '\0'; }

@@ -25,10 +25,6 @@ void err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* This thread's current message. */
 const char *err_message(void);
 void err_clear(void);
-/* The rank whose failure caused this thread's current error (a dead peer),
- * or -1: passed on in poisoned connections so every rank can name it. */
-void err_set_culprit(int rank);
-int err_culprit(void);
 
 #define CCL_TRY(call)                                                              \
     do {                                                                           \
