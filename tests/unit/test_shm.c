@@ -14,7 +14,8 @@
  * returning only once everything was consumed; and ending waits: poison from
  * either side ends a blocked receiver's or sender's wait with CCL_ERR_REMOTE
  * within a second, and an error from the policy's check callback ends a wait
- * with that error.
+ * with that error; but data that arrived together with the poison (a peer's
+ * last slice, then its goodbye) is still delivered.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,6 +43,15 @@
 #define SEC (1000ull * MS)
 
 static double ms_since(uint64_t t0) { return (double)(wait_now_ns() - t0) / 1e6; }
+
+/* A connection's two ends in this process, its name already unlinked. */
+static void open_pair(shm_conn_t *rcv, shm_conn_t *snd, uint32_t nslots, size_t slot_size)
+{
+    char name[SHM_NAME_MAX];
+    assert_int_equal(shm_conn_create(rcv, nslots, slot_size, name, 1), CCL_SUCCESS);
+    assert_int_equal(shm_conn_open(snd, name), CCL_SUCCESS);
+    shm_name_unlink(name);
+}
 
 /* ---- wait policies -------------------------------------------------------------- */
 
@@ -353,10 +363,7 @@ static void *receiver_main(void *arg)
 static void run_transfer(uint32_t nslots, size_t slot_size, uint32_t nslices, wait_policy_t pol)
 {
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, nslots, slot_size, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, nslots, slot_size);
     atomic_uint consumed = 0;
     side_t s = {.conn = &snd, .pol = pol, .nslices = nslices, .consumed = &consumed};
     side_t r = {.conn = &rcv, .pol = pol, .nslices = nslices, .consumed = &consumed};
@@ -502,10 +509,7 @@ static void test_drain_waits_for_receiver(void **state)
 {
     (void)state;
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 128, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 4, 128);
     wait_policy_t pol = {NULL, NULL, 0, 0};
     /* Nothing outstanding: returns at once. */
     assert_int_equal(shm_send_drain(&snd, &pol), CCL_SUCCESS);
@@ -565,10 +569,7 @@ static void *blocked_main(void *arg)
 static void poison_case(int block_receiver, int poison_from_sender)
 {
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 64, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 4, 64);
     wait_policy_t nowait = {NULL, NULL, 0, 0};
     if (!block_receiver) {
         /* Fill every slot so the next send_wait blocks. */
@@ -622,10 +623,7 @@ static void test_poison_before_wait(void **state)
 {
     (void)state;
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 64, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 4, 64);
     shm_conn_poison(&snd);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
@@ -644,10 +642,7 @@ static void test_check_callback_ends_wait(void **state)
 {
     (void)state;
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 2, 64, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 2, 64);
     /* The receiver's wait: the callback gives up after 50 ms. */
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 50 * MS};
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
@@ -680,6 +675,50 @@ static void test_check_callback_ends_wait(void **state)
     shm_conn_close(&rcv);
 }
 
+/* A peer publishes its last slice and says goodbye (which poisons the
+ * connection) between the receiver's last look at the counter and its
+ * check: the check callback plays that peer, on its first call. */
+typedef struct {
+    shm_conn_t *snd;
+    int calls;
+} late_ctx_t;
+
+static ccl_result_t late_data_cb(void *arg, uint64_t waited_ns)
+{
+    late_ctx_t *c = arg;
+    (void)waited_ns;
+    if (c->calls++ == 0) {
+        wait_policy_t nowait = {NULL, NULL, 0, 0};
+        void *slot;
+        if (shm_send_wait(c->snd, &nowait, &slot) != CCL_SUCCESS)
+            return err_set(CCL_ERR_INTERNAL, "the test's send slot was not free");
+        memcpy(slot, "last", 5);
+        shm_send_post(c->snd, SHM_SLOT_DATA, 5);
+        shm_conn_poison(c->snd);
+    }
+    /* A backstop, so that a wait that never ends shows up as a timeout. */
+    return c->calls > 400 ? err_set(CCL_ERR_TIMEOUT, "test backstop") : CCL_SUCCESS;
+}
+
+static void test_data_before_poison_wins(void **state)
+{
+    (void)state;
+    shm_conn_t rcv, snd;
+    open_pair(&rcv, &snd, 4, 64);
+    late_ctx_t ctx = {&snd, 0};
+    wait_policy_t pol = {late_data_cb, &ctx, 0, 0};
+    const void *slot = NULL;
+    assert_int_equal(shm_recv_wait(&rcv, &pol, &slot), CCL_SUCCESS);
+    assert_int_equal(ctx.calls, 1);
+    assert_int_equal(shm_recv_len(&rcv), 5);
+    assert_memory_equal(slot, "last", 5);
+    shm_recv_done(&rcv);
+    /* Nothing more will come: the next wait ends on the poison. */
+    assert_int_equal(shm_recv_wait(&rcv, &pol, &slot), CCL_ERR_REMOTE);
+    shm_conn_close(&snd);
+    shm_conn_close(&rcv);
+}
+
 int main(void)
 {
     /* Expected failures below log at WARN; keep the log quiet unless the
@@ -699,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_poison_ends_sender_wait),
         cmocka_unit_test(test_poison_before_wait),
         cmocka_unit_test(test_check_callback_ends_wait),
+        cmocka_unit_test(test_data_before_poison_wins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
