@@ -4,7 +4,7 @@
  * Covers creating a connection (receiver side) and opening it (sender side):
  * the segment's name, its /dev/shm entry with mode 0600 until
  * shm_name_unlink and gone after (mappings stay usable), fresh names per
- * connection; refusals: a name that does not exist (CCL_ERR_SYSTEM) and
+ * connection, a name that already exists refused; refusals: a name that does not exist (CCL_ERR_SYSTEM) and
  * segments that are empty, too small, garbage, or sized unlike their header
  * (CCL_ERR_REMOTE); the data path: 1000 slices of varying size in order
  * through 4 slots (and through 1 and 2) with a thread on each side, under a
@@ -48,6 +48,7 @@ static double ms_since(uint64_t t0) { return (double)(wait_now_ns() - t0) / 1e6;
 static void open_pair(shm_conn_t *rcv, shm_conn_t *snd, uint32_t nslots, size_t slot_size)
 {
     char name[SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(name, "/ccl-"), CCL_SUCCESS);
     assert_int_equal(shm_conn_create(rcv, nslots, slot_size, name, 1), CCL_SUCCESS);
     assert_int_equal(shm_conn_open(snd, name), CCL_SUCCESS);
     shm_name_unlink(name);
@@ -149,10 +150,11 @@ static void test_create_open_unlink(void **state)
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
     memset(name, 0, sizeof name);
-    assert_int_equal(shm_conn_create(&rcv, 4, 4096, name, 1), CCL_SUCCESS);
+    assert_int_equal(shm_name_new(name, "/ccl-"), CCL_SUCCESS);
     assert_true(name[0] == '/');
     assert_true(strnlen(name, SHM_NAME_MAX) < SHM_NAME_MAX);
     assert_null(strchr(name + 1, '/'));
+    assert_int_equal(shm_conn_create(&rcv, 4, 4096, name, 1), CCL_SUCCESS);
     assert_non_null(rcv.fifo);
     assert_int_equal(rcv.nslots, 4);
     assert_int_equal(rcv.slot_size, 4096);
@@ -174,13 +176,19 @@ static void test_create_open_unlink(void **state)
     assert_int_equal(snd.map_len, rcv.map_len);
     assert_int_equal(snd.pos, 0);
 
-    /* Another connection gets another name. */
+    /* Another connection gets another name, and a name that exists is
+     * refused (someone may have planted it). */
     shm_conn_t other;
     char name2[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&other, 2, 64, name2, 1), CCL_SUCCESS);
+    assert_int_equal(shm_name_new(name2, "/ccl-"), CCL_SUCCESS);
     assert_string_not_equal(name, name2);
+    assert_int_equal(shm_conn_create(&other, 2, 64, name2, 1), CCL_SUCCESS);
     shm_name_unlink(name2);
     shm_conn_close(&other);
+    err_clear();
+    assert_int_equal(shm_conn_create(&other, 2, 64, name, 1), CCL_ERR_SYSTEM);
+    assert_null(other.fifo);
+    assert_non_null(strstr(err_message(), "File exists"));
 
     shm_name_unlink(name);
     errno = 0;
@@ -267,6 +275,7 @@ static void test_open_corrupt(void **state)
     /* A real header whose segment no longer has the size it describes. */
     shm_conn_t rcv;
     char real[SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(real, "/ccl-"), CCL_SUCCESS);
     assert_int_equal(shm_conn_create(&rcv, 4, 4096, real, 1), CCL_SUCCESS);
     int fd = shm_open(real, O_RDWR, 0);
     assert_true(fd >= 0);
@@ -427,6 +436,7 @@ static void test_transfer_across_fork(void **state)
     const uint32_t nslices = 300;
     shm_conn_t rcv;
     char name[SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(name, "/ccl-"), CCL_SUCCESS);
     assert_int_equal(shm_conn_create(&rcv, 4, 2048, name, 1), CCL_SUCCESS);
     fflush(NULL);
     pid_t pid = fork();
