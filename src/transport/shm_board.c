@@ -158,8 +158,11 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
 {
     ccl_result_t res = CCL_SUCCESS;
     /* A rank that posts and leaves (a broadcast's root) never sleeps on
-     * the board, so it looks for a peer's abort here. */
-    if (atomic_load(&b->hdr->poisoned))
+     * the board, so it looks for a peer's abort here. One that waits finds
+     * it in its waits, and only if what it waits for is missing: a peer
+     * that failed after this call's data was all posted (a root that posted,
+     * then died) does not undo the call. */
+    if (wait_for == BOARD_WAIT_NONE && atomic_load(&b->hdr->poisoned))
         return err_set(CCL_ERR_REMOTE, "a local rank aborted or failed: the one-shot board is unusable");
     uint32_t call = ++b->calls;
     int k = (int)(call & 1);

@@ -25,6 +25,7 @@
  * is that no rank waits forever.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,8 @@
 #define NOTICE_S 40.0
 
 static uint64_t base_seed;
+/* Set just before expect_failure issues its call (the aborter waits for it). */
+static atomic_int issuing;
 
 /* The count picks the path: small ones go one-shot, large ones through
  * the ring and the FIFOs, and each path must notice on its own. */
@@ -69,6 +72,7 @@ static ccl_result_t expect_failure(tst_ctx_t *ctx, ccl_comm_t comm, const tst_ca
     tst_bufs_t b;
     tst_case_prepare(c, ctx->rank, ctx->nranks, &b, 0);
     tst_set_case(ctx, "%s: %s that must fail", scenario, tst_coll_name(c->coll));
+    atomic_store(&issuing, 1);
     double t0 = tst_now();
     ccl_result_t rc = tst_case_issue(c, &b, comm, NULL);
     double dt = tst_now() - t0;
@@ -217,7 +221,11 @@ typedef struct {
 static void *aborter(void *p)
 {
     abort_arg_t *a = p;
-    /* Long enough for the main thread to be blocked inside the call. */
+    /* Long enough for the main thread to be blocked inside the call,
+     * counted from when it issues it (preparing 1M elements can take
+     * longer than that under a sanitizer). */
+    while (!atomic_load(&issuing))
+        usleep(1000);
     usleep(300000);
     a->rc = ccl_comm_abort(a->comm);
     return NULL;

@@ -15,7 +15,8 @@
  * either side ends a blocked receiver's or sender's wait with CCL_ERR_REMOTE
  * within a second, and an error from the policy's check callback ends a wait
  * with that error; but data that arrived together with the poison (a peer's
- * last slice, then its goodbye) is still delivered.
+ * last slice, then its goodbye) is still delivered, and on the one-shot
+ * board a broadcast whose root posted before the poison still completes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,6 +39,7 @@
 #include "core/err.h"
 #include "core/wait.h"
 #include "transport/shm.h"
+#include "transport/shm_board.h"
 
 #define MS (1000ull * 1000ull)
 #define SEC (1000ull * MS)
@@ -729,6 +731,38 @@ static void test_data_before_poison_wins(void **state)
     shm_conn_close(&rcv);
 }
 
+/* The one-shot board: a root posts its broadcast and leaves, then another
+ * rank fails and poisons the board; a rank that comes late to the same
+ * broadcast still finds the root's data there and completes. Its next
+ * call, whose root never posts, fails on the poison. */
+static void test_board_data_before_poison_wins(void **state)
+{
+    (void)state;
+    char name[SHM_NAME_MAX];
+    shm_board_t b0, b1;
+    assert_int_equal(shm_name_new(name, "/ccl-b"), CCL_SUCCESS);
+    assert_int_equal(shm_board_create(&b0, 2, 64, name), CCL_SUCCESS);
+    assert_int_equal(shm_board_open(&b1, name, 2, 1), CCL_SUCCESS);
+    shm_name_unlink(name);
+    check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
+    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    const char *bank = NULL;
+    assert_int_equal(shm_board_exchange(&b1, "root", 5, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_SUCCESS);
+    shm_board_release(&b1);
+    shm_board_poison(&b1);
+    err_clear();
+    assert_int_equal(shm_board_exchange(&b0, "", 1, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
+    assert_string_equal(bank + b0.slot_bytes, "root");
+    shm_board_release(&b0);
+    uint64_t t0 = wait_now_ns();
+    assert_int_equal(shm_board_exchange(&b0, "", 1, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_ERR_REMOTE);
+    assert_true(ms_since(t0) < 1000.0);
+    /* A root that would post into the poisoned board is told at once. */
+    assert_int_equal(shm_board_exchange(&b1, "root", 5, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_ERR_REMOTE);
+    shm_board_close(&b1);
+    shm_board_close(&b0);
+}
+
 int main(void)
 {
     /* Expected failures below log at WARN; keep the log quiet unless the
@@ -749,6 +783,7 @@ int main(void)
         cmocka_unit_test(test_poison_before_wait),
         cmocka_unit_test(test_check_callback_ends_wait),
         cmocka_unit_test(test_data_before_poison_wins),
+        cmocka_unit_test(test_board_data_before_poison_wins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
