@@ -63,8 +63,9 @@ int tst_res_grew(const tst_res_t *base, size_t heap_slack, char *msg, size_t len
 int tst_own_ccl_shm_maps(char *first, size_t len);
 
 /* ccl entries of /dev/shm that are not in `before` (a tst_list_ccl_shm
- * listing) and that no process maps or holds open: what a run left behind.
- * (One that some process still uses belongs to a test running beside this
+ * listing) and that no process maps or holds open, and are still there and
+ * still unused 0.5 to 1.5 s later: what a run left behind. (One that some
+ * process uses, or that goes away, belongs to a test running beside this
  * one on the machine.) The first of them goes to *first. */
 int tst_shm_left_behind(const char *before, char *first, size_t len);
 
