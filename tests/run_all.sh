@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_all.sh - runs the whole ccl test suite; `make test` calls it as
-#   BUILD=<dir> HAVE_MPICC=<1 or empty> tests/run_all.sh
+#   BUILD=<dir> ASAN_BUILD=<dir or empty> HAVE_MPICC=<1 or empty> tests/run_all.sh
 #
 # Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
 # under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
@@ -22,6 +22,7 @@
 set -u
 
 BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-}
 HAVE_MPICC=${HAVE_MPICC:-}
 SCALE=${TEST_TIMEOUT_SCALE:-1}
 FILTER=${TEST_FILTER:-}
@@ -177,6 +178,29 @@ for v in "CCL_VERIFY=1" "CCL_VERIFY=1 CCL_ALGO=tree" "CCL_VERIFY=1 CCL_ALGO=rd";
     run_variant "$v" test_allreduce 3 5
 done
 run_variant "CCL_CHECK_ARGS=1" test_groups
+
+# ---- AddressSanitizer pass ------------------------------------------------------
+# A plain `make test` also builds the library and a few multi-process tests
+# with -fsanitize=address into $ASAN_BUILD: peer death (kill -9) and abort,
+# init/destroy cycles (20 per case of test_cycles, 10 of test_lifecycle),
+# every collective but allreduce/allgather on 3 ranks at two small counts
+# and the big one. LeakSanitizer is on: a rank that leaks fails. Ranks run
+# ~3x slower under ASan, so the timeouts (run_all's and the tests' own)
+# scale by 3 on top of TEST_TIMEOUT_SCALE.
+if [[ -n "$ASAN_BUILD" ]]; then
+    asan_scale=$(awk -v s="$SCALE" 'BEGIN { print s * 3 }')
+    # asan_run <name> <NAME=value words> <test> [args...]
+    asan_run() {
+        local name=$1 envs=$2 bin="$ASAN_BUILD/tests/mp/$3"
+        shift 3
+        # shellcheck disable=SC2086 # $envs is a list of NAME=value words
+        SCALE=$asan_scale run_test "asan/$name" mp env TEST_TIMEOUT_SCALE="$asan_scale" $envs "$bin" "$@"
+    }
+    asan_run test_fault "" test_fault
+    asan_run "test_cycles[20]" "CCL_TEST_CYCLES=20" test_cycles
+    asan_run "test_lifecycle[10]" "CCL_TEST_CYCLES=10" test_lifecycle
+    asan_run "test_colls[3,CCL_TEST_COUNTS=1,13]" "CCL_TEST_COUNTS=1,13" test_colls 3
+fi
 
 # ---- MPI cross-checks ---------------------------------------------------------
 mpi_bins=()

@@ -6,10 +6,18 @@
  * (transport/net.h) to other hosts. Rings, chains, alltoall and p2p all use
  * the same connections, which keeps the order of what crosses each one
  * simple to reason about. Only the ring neighbour's FIFO is pre-faulted at
- * init; the others fault in on first use. Each receiver creates its
- * segments, the names travel in a bootstrap allgather, senders map them, and
- * after a barrier (both sides mapped) the creators unlink the names.
- * The one-shot board is one segment for all ranks, created by rank 0.
+ * init; the others fault in on first use.
+ *
+ * Segments and their names. Each receiver picks the names of its segments
+ * and they travel in a bootstrap allgather before any segment exists; then
+ * receivers create them, a barrier, senders map them, a barrier, and every
+ * rank unlinks every name a rank of this host picked (all but one of those
+ * calls find the name gone). So whoever dies during init, and whenever,
+ * the survivors know every segment that may exist and remove it: a dead
+ * rank cannot unlink its own. A rank that fails keeps taking part in the
+ * barriers, so that the others fail with it instead of waiting for it. The
+ * one-shot board is one segment for all ranks, created by rank 0 the same
+ * way.
  */
 #include "core/comm.h"
 #include "core/err.h"
@@ -42,45 +50,59 @@ out:
     return res;
 }
 
+/* Unlinks the names that ranks of this host picked (names[q * per + k]);
+ * names of other hosts' ranks are theirs to remove. */
+static void connect_unlink(const struct ccl_comm *comm, const char *names, int per)
+{
+    for (int q = 0; q < comm->nranks; q++)
+        for (int k = 0; connect_is_local(comm, q) && k < per; k++)
+            shm_name_unlink(names + ((size_t)q * (size_t)per + (size_t)k) * SHM_NAME_MAX);
+}
+
 ccl_result_t connect_mesh(struct ccl_comm *comm)
 {
-    ccl_result_t res = CCL_SUCCESS;
-    int n = comm->nranks, r = comm->rank, created = 0;
+    ccl_result_t res = CCL_SUCCESS, bres = CCL_SUCCESS;
+    int n = comm->nranks, r = comm->rank;
     char *names = NULL;
     comm->send_conns = calloc((size_t)n, sizeof *comm->send_conns);
     comm->recv_conns = calloc((size_t)n, sizeof *comm->recv_conns);
     if (!comm->send_conns || !comm->recv_conns)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d connections", n);
     int prev = (r + n - 1) % n;
-    /* names[q*n + p]: the segment rank q created to receive from rank p. */
+    /* names[q*n + p]: the segment rank q creates to receive from rank p. */
     names = calloc((size_t)n * (size_t)n, SHM_NAME_MAX);
     if (!names)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
     char *mine = names + (size_t)r * (size_t)n * SHM_NAME_MAX;
-    for (int p = 0; p < n; p++, created++)
+    for (int p = 0; p < n; p++)
         if (connect_is_local(comm, p))
-            CCL_TRY(shm_conn_create(&comm->recv_conns[p], comm->nslots, comm->slot_size,
-                                    mine + (size_t)p * SHM_NAME_MAX, p == prev));
-    res = bs_allgather(&comm->bs, names, (size_t)n * SHM_NAME_MAX);
-    if (res != CCL_SUCCESS)
-        goto out;
-    for (int q = 0; q < n && res == CCL_SUCCESS; q++) {
+            CCL_TRY(shm_name_new(mine + (size_t)p * SHM_NAME_MAX, "/ccl-"));
+    /* Nothing exists yet: a failure here leaves nothing behind. */
+    CCL_TRY(bs_allgather(&comm->bs, names, (size_t)n * SHM_NAME_MAX));
+    for (size_t i = 0; i < (size_t)n * (size_t)n; i++)
+        names[i * SHM_NAME_MAX + SHM_NAME_MAX - 1] = '\0'; /* whatever a peer sent */
+    for (int p = 0; p < n && res == CCL_SUCCESS; p++)
+        if (connect_is_local(comm, p))
+            res = shm_conn_create(&comm->recv_conns[p], comm->nslots, comm->slot_size,
+                                  mine + (size_t)p * SHM_NAME_MAX, p == prev);
+    /* Every segment exists (or its creator failed) after this barrier... */
+    bres = bs_barrier(&comm->bs);
+    for (int q = 0; q < n && res == CCL_SUCCESS && bres == CCL_SUCCESS; q++) {
         if (!connect_is_local(comm, q))
             continue;
-        char *theirs = names + ((size_t)q * (size_t)n + (size_t)r) * SHM_NAME_MAX;
-        theirs[SHM_NAME_MAX - 1] = '\0';
+        const char *theirs = names + ((size_t)q * (size_t)n + (size_t)r) * SHM_NAME_MAX;
         res = shm_conn_open(&comm->send_conns[q], theirs);
         if (res != CCL_SUCCESS)
             err_prefix("rank %d: mapping the segment of rank %d: ", r, q);
     }
-    /* Everyone has mapped (or failed) after this barrier; the names can go
-     * either way, so a failed init leaves nothing in /dev/shm. */
-    ccl_result_t bres = bs_barrier(&comm->bs);
+    /* ... and is mapped by its sender after this one (unless someone
+     * failed): the names can go either way. */
+    ccl_result_t bres2 = bs_barrier(&comm->bs);
+    connect_unlink(comm, names, n);
     CCL_TRY(res);
     CCL_TRY(bres);
+    CCL_TRY(bres2);
 out:
-    for (int p = 0; names && p < created; p++)
-        shm_name_unlink(names + ((size_t)r * (size_t)n + (size_t)p) * SHM_NAME_MAX);
     free(names);
     return res;
 }
@@ -97,18 +119,22 @@ ccl_result_t connect_board(struct ccl_comm *comm)
     names = calloc((size_t)n, SHM_NAME_MAX);
     if (!names)
         return err_set(CCL_ERR_SYSTEM, "out of memory");
+    /* As connect_mesh: the name first, then the segment (rank 0's), a
+     * barrier, the others map it, a barrier, everyone unlinks. */
     if (comm->rank == 0)
-        CCL_TRY(shm_board_create(&comm->board, n, slot, names));
-    res = bs_allgather(&comm->bs, names, SHM_NAME_MAX);
-    if (res == CCL_SUCCESS && comm->rank != 0) {
-        names[SHM_NAME_MAX - 1] = '\0';
+        CCL_TRY(shm_name_new(names, "/ccl-b"));
+    CCL_TRY(bs_allgather(&comm->bs, names, SHM_NAME_MAX));
+    names[SHM_NAME_MAX - 1] = '\0';
+    if (comm->rank == 0)
+        res = shm_board_create(&comm->board, n, slot, names);
+    ccl_result_t bres = bs_barrier(&comm->bs);
+    if (res == CCL_SUCCESS && bres == CCL_SUCCESS && comm->rank != 0)
         res = shm_board_open(&comm->board, names, n, comm->rank);
-    }
-    ccl_result_t bres = bs_barrier(&comm->bs); /* all mapped (or failed) */
-    if (comm->rank == 0)
-        shm_name_unlink(names);
+    ccl_result_t bres2 = bs_barrier(&comm->bs); /* all mapped (or failed) */
+    shm_name_unlink(names);
     CCL_TRY(res);
     CCL_TRY(bres);
+    CCL_TRY(bres2);
 out:
     free(names);
     return res;

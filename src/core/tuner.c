@@ -107,18 +107,17 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
         out->net_lat = TUNER_NET_LAT_SHARED;
     /* What is left to the topology only local rank 0 reads, and for the
      * node: discovery takes tens of ms (and writes CCL_TOPO_DUMP_FILE),
-     * so only when the network is used, and once per node. The others
+     * so only when the network is used, once per node, and once per
+     * process (topo_machine keeps it for the next comm). The others
      * leave net_bw 0 and net_lat -1: no opinion. */
     if ((out->net_bw > 0 && out->net_lat >= 0) || local_rank != 0)
         return;
     double gbps = TUNER_NET_GBPS_DEFAULT, lat = TUNER_NET_LAT_DEFAULT;
-    topo_t *mine = NULL;
-    if (!topo && nnodes > 1 && topo_discover(&mine) == CCL_SUCCESS)
-        topo = mine;
+    if (!topo && nnodes > 1 && topo_machine(&topo) != CCL_SUCCESS)
+        LOG_INFO(SUB_TUNING, "tuner: no topology (%s); assuming %g Gbit/s, %g us", err_message(), gbps, lat);
     err_clear();
     if (topo)
         tuner_net_from_topo(topo, local_rank, nlocal, &gbps, &lat);
-    topo_free(mine);
     if (out->net_bw <= 0)
         out->net_bw = gbps / 8 * TUNER_NET_EFFICIENCY;
     if (out->net_lat < 0)

@@ -102,6 +102,12 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
         if (policy->check && now - last_check >= WAIT_SLEEP_NS) {
             last_check = now;
             ccl_result_t res = policy->check(policy->arg, now - start);
+            /* What we waited for may have come between our last look and
+             * the failure the check found: a peer publishes its last data
+             * and then says goodbye, which poisons the connection. The data
+             * wins; a failure that is still there stops the next wait. */
+            if (res != CCL_SUCCESS && atomic_load_explicit(word, memory_order_acquire) != old)
+                return CCL_SUCCESS;
             if (res != CCL_SUCCESS)
                 return res;
         }

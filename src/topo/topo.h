@@ -159,6 +159,9 @@ ccl_result_t topo_load(const char *xml, topo_t **out);
 /* topo_load(CCL_TOPO_FILE), then, when CCL_TOPO_DUMP_FILE is set, topo_dump
  * to it. */
 ccl_result_t topo_discover(topo_t **out);
+/* topo_discover once per process (topo_machine.c): the same read-only
+ * topology for every later call; the caller must not free it. */
+ccl_result_t topo_machine(const topo_t **out);
 void topo_free(topo_t *topo);
 
 /* Writes the topology to path: "*.txt" gets the text summary of

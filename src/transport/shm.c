@@ -59,40 +59,53 @@ static size_t shm_map_len(uint32_t nslots, size_t slot_size, size_t *slots_offse
     return *slots_offset + (size_t)nslots * slot_size;
 }
 
-ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size,
-                             char name[SHM_NAME_MAX], int pretouch)
+ccl_result_t shm_name_new(char name[SHM_NAME_MAX], const char *prefix)
+{
+    uint64_t rnd[2];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return err_set(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
+    snprintf(name, SHM_NAME_MAX, "%s%016llx%016llx", prefix, (unsigned long long)rnd[0],
+             (unsigned long long)rnd[1]);
+    return CCL_SUCCESS;
+}
+
+ccl_result_t shm_segment_create(const char *name, size_t len, void **map_out)
 {
     ccl_result_t res = CCL_SUCCESS;
-    int fd = -1;
-    void *map = MAP_FAILED;
-    size_t slots_offset = 0;
-    size_t len = shm_map_len(nslots, slot_size, &slots_offset);
-    memset(conn, 0, sizeof *conn);
-    if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t) || slot_size >= SHM_SLOT_MAX_BYTES)
-        return err_set(CCL_ERR_INTERNAL, "shm: %u slots of %zu bytes is not a valid FIFO", nslots, slot_size);
-
-    /* A fresh random name each time: never reused, never guessable, and
-     * O_EXCL refuses a name someone else pre-created. */
-    for (int attempt = 0; fd < 0; attempt++) {
-        uint64_t rnd[2];
-        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-            CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
-        snprintf(name, SHM_NAME_MAX, "/ccl-%016llx%016llx", (unsigned long long)rnd[0],
-                 (unsigned long long)rnd[1]);
-        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 && (errno != EEXIST || attempt > 8))
-            CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
-    }
+    /* O_EXCL: a name someone pre-created (it went round the bootstrap
+     * before this) is refused, never used. */
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
     if (ftruncate(fd, (off_t)len) != 0) {
         shm_unlink(name);
         CCL_FAIL(CCL_ERR_SYSTEM, "ftruncate of %zu-byte segment %s failed: %s (is /dev/shm full?)",
                  len, name, strerror(errno));
     }
-    map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         shm_unlink(name);
         CCL_FAIL(CCL_ERR_SYSTEM, "mmap of segment %s failed: %s", name, strerror(errno));
     }
+    *map_out = map;
+out:
+    if (fd >= 0)
+        close(fd);
+    return res;
+}
+
+ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size, const char *name,
+                             int pretouch)
+{
+    void *map = NULL;
+    size_t slots_offset = 0;
+    size_t len = shm_map_len(nslots, slot_size, &slots_offset);
+    memset(conn, 0, sizeof *conn);
+    if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t) || slot_size >= SHM_SLOT_MAX_BYTES)
+        return err_set(CCL_ERR_INTERNAL, "shm: %u slots of %zu bytes is not a valid FIFO", nslots, slot_size);
+    ccl_result_t res = shm_segment_create(name, len, &map);
+    if (res != CCL_SUCCESS)
+        return res;
     /* Touch every page now, at init: first touch is slow on these VMs and
      * must not land inside a timed collective. Connections that only some
      * collectives use skip it (ftruncate already gives zeroed pages) so that
@@ -108,10 +121,7 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
     conn->slots = (char *)map + slots_offset;
     conn->nslots = nslots;
     conn->slot_size = slot_size;
-out:
-    if (fd >= 0)
-        close(fd);
-    return res;
+    return CCL_SUCCESS;
 }
 
 ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name)

@@ -2,9 +2,13 @@
  * shm.h - shared-memory FIFO connections between ranks of one host.
  *
  * A connection is one-way: a FIFO of nslots slots in a POSIX shared-memory
- * segment. The receiver creates the segment (random name, mode 0600), the
- * sender maps it by name, and the creator unlinks it as soon as both have it
- * mapped, so nothing is left in /dev/shm even if a process dies later.
+ * segment. The receiver picks a random name, which goes round the bootstrap
+ * before the segment exists; then the receiver creates it (mode 0600), the
+ * sender maps it by name, and once both have it mapped the name is
+ * unlinked, so nothing is left in /dev/shm even if a process dies later.
+ * Since every rank learns every name before any segment exists, the
+ * survivors of a rank that dies during init unlink its segments too
+ * (core/connect.c).
  *
  * The sender fills slot (tail % nslots) and publishes tail+1; the receiver
  * consumes slot (head % nslots) and publishes head+1. tail and head live on
@@ -49,10 +53,15 @@ typedef struct {
     _Atomic uint32_t *doorbell, *doorbell_waiters;
 } shm_conn_t;
 
-/* Receiver side: creates and maps a fresh segment; writes its name.
+/* A fresh random segment name: prefix followed by 128 random bits. */
+ccl_result_t shm_name_new(char name[SHM_NAME_MAX], const char *prefix);
+/* Creates a segment of len bytes under name (refusing a name that exists)
+ * and maps it; the name is removed again when that fails. */
+ccl_result_t shm_segment_create(const char *name, size_t len, void **map);
+/* Receiver side: creates and maps the segment under name (shm_name_new).
  * pretouch: fault every page in now rather than on first use. */
-ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size,
-                             char name[SHM_NAME_MAX], int pretouch);
+ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size, const char *name,
+                             int pretouch);
 /* Sender side: maps the segment a peer created. */
 ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name);
 /* Both ends of a FIFO in private memory of this process, for a connection

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,30 +56,21 @@ static ccl_result_t board_map(shm_board_t *b, int fd, size_t len)
     return CCL_SUCCESS;
 }
 
-ccl_result_t shm_board_create(shm_board_t *b, int nranks, size_t slot_bytes, char name[SHM_NAME_MAX])
+ccl_result_t shm_board_create(shm_board_t *b, int nranks, size_t slot_bytes, const char *name)
 {
-    ccl_result_t res = CCL_SUCCESS;
-    int fd = -1;
+    void *map = NULL;
     memset(b, 0, sizeof *b);
     if (nranks > BOARD_MAX_RANKS)
         return err_set(CCL_ERR_INTERNAL, "one-shot board: %d ranks, at most %d", nranks, BOARD_MAX_RANKS);
     size_t len = board_len(nranks, slot_bytes);
-    uint64_t rnd[2];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
-    snprintf(name, SHM_NAME_MAX, "/ccl-b%016llx%016llx", (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
-    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0)
-        CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
-    if (ftruncate(fd, (off_t)len) != 0) {
-        shm_unlink(name);
-        CCL_FAIL(CCL_ERR_SYSTEM, "ftruncate of the one-shot board failed: %s (is /dev/shm full?)", strerror(errno));
-    }
-    res = board_map(b, fd, len);
+    ccl_result_t res = shm_segment_create(name, len, &map);
     if (res != CCL_SUCCESS) {
-        shm_unlink(name);
-        goto out;
+        err_prefix("one-shot board: ");
+        return res;
     }
+    b->hdr = map;
+    b->map_len = len;
+    b->slots = (char *)map + 4096;
     memset(b->hdr, 0, len); /* first touch now, not inside a collective */
     b->hdr->nranks = (uint32_t)nranks;
     b->hdr->slot_bytes = slot_bytes;
@@ -88,10 +78,7 @@ ccl_result_t shm_board_create(shm_board_t *b, int nranks, size_t slot_bytes, cha
     b->nranks = nranks;
     b->rank = 0;
     b->slot_bytes = slot_bytes;
-out:
-    if (fd >= 0)
-        close(fd);
-    return res;
+    return CCL_SUCCESS;
 }
 
 ccl_result_t shm_board_open(shm_board_t *b, const char *name, int nranks, int rank)
@@ -180,8 +167,11 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
 {
     ccl_result_t res = CCL_SUCCESS;
     /* A rank that posts and leaves (a broadcast's root) never sleeps on
-     * the board, so it looks for a peer's abort here. */
-    if (atomic_load(&b->hdr->poisoned))
+     * the board, so it looks for a peer's abort here. One that waits finds
+     * it in its waits, and only if what it waits for is missing: a peer
+     * that failed after this call's data was all posted (a root that posted,
+     * then died) does not undo the call. */
+    if (wait_for == BOARD_WAIT_NONE && atomic_load(&b->hdr->poisoned))
         return err_set(CCL_ERR_REMOTE, "a local rank aborted or failed: the one-shot board is unusable");
     uint32_t call = ++b->calls;
     int k = (int)(call % BOARD_BANKS);

@@ -33,8 +33,9 @@ typedef struct {
     uint32_t calls;    /* calls made on this board by this rank */
 } shm_board_t;
 
-/* Rank 0 creates (and later unlinks), the others open by name. */
-ccl_result_t shm_board_create(shm_board_t *b, int nranks, size_t slot_bytes, char name[SHM_NAME_MAX]);
+/* Rank 0 creates it under a name that went round first (shm_name_new),
+ * the others open it by name; every rank unlinks it once all have it. */
+ccl_result_t shm_board_create(shm_board_t *b, int nranks, size_t slot_bytes, const char *name);
 ccl_result_t shm_board_open(shm_board_t *b, const char *name, int nranks, int rank);
 void shm_board_close(shm_board_t *b);
 void shm_board_poison(shm_board_t *b);

@@ -33,6 +33,8 @@ struct tst_shared {
     int barrier_gen;
     int id_gen;
     ccl_unique_id_t id;
+    int sigkilled[TST_MAX_RANKS]; /* set by tst_sigkill_self just before the signal */
+    int nsigkilled;
     char current[TST_MAX_RANKS][CASE_LEN];
 };
 
@@ -52,7 +54,8 @@ void tst_barrier(tst_ctx_t *ctx)
 {
     tst_shared_t *sh = ctx->sh;
     int gen = __atomic_load_n(&sh->barrier_gen, __ATOMIC_ACQUIRE);
-    if (__atomic_add_fetch(&sh->barrier_count, 1, __ATOMIC_ACQ_REL) == ctx->nranks) {
+    int expected = ctx->nranks - __atomic_load_n(&sh->nsigkilled, __ATOMIC_ACQUIRE);
+    if (__atomic_add_fetch(&sh->barrier_count, 1, __ATOMIC_ACQ_REL) == expected) {
         __atomic_store_n(&sh->barrier_count, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&sh->barrier_gen, gen + 1, __ATOMIC_RELEASE);
         return;
@@ -63,6 +66,18 @@ void tst_barrier(tst_ctx_t *ctx)
             tst_fatal(ctx, "test barrier timed out (a peer is stuck or gone)");
         side_wait_sleep();
     }
+}
+
+void tst_sigkill_self(tst_ctx_t *ctx)
+{
+    tst_shared_t *sh = ctx->sh;
+    snprintf(sh->current[ctx->rank], CASE_LEN, "killed itself with SIGKILL, as planned");
+    __atomic_store_n(&sh->sigkilled[ctx->rank], 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&sh->nsigkilled, 1, __ATOMIC_ACQ_REL);
+    fflush(stdout);
+    fflush(stderr);
+    for (;;)
+        kill(getpid(), SIGKILL);
 }
 
 void tst_share_id(tst_ctx_t *ctx, ccl_unique_id_t *id)
@@ -282,9 +297,9 @@ int tst_run_ranks(const char *name, int nranks, int timeout_s, tst_rank_fn fn, v
                 done[r] = 1;
                 remaining--;
                 progressed = 1;
-                int expected_kill = r == tst_sigkill_ok_rank && WIFSIGNALED(status[r]) &&
-                                    WTERMSIG(status[r]) == SIGKILL;
-                if (!expected_kill && !(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0)) {
+                int planned = WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL &&
+                              (r == tst_sigkill_ok_rank || __atomic_load_n(&sh->sigkilled[r], __ATOMIC_ACQUIRE));
+                if (!planned && !(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0)) {
                     failed = 1;
                     if (grace_end == 0.0)
                         grace_end = tst_now() + GRACE_S;

@@ -12,7 +12,8 @@
  * survivors are killed; a hang is reported with the case each rank was
  * running (children publish it in shared memory before every collective).
  * Children also die with the parent (PR_SET_PDEATHSIG) and carry an alarm,
- * so no test can leave processes behind or hang its caller.
+ * so no test can leave processes behind or hang its caller. A rank may
+ * also die on purpose by SIGKILL (tst_sigkill_self), to test peer death.
  */
 #ifndef CCL_TEST_LAUNCH_H
 #define CCL_TEST_LAUNCH_H
@@ -48,8 +49,14 @@ extern int tst_sigkill_ok_rank;
  * tst_timeout(timeout_s) seconds. Prints one summary line either way. */
 int tst_run_ranks(const char *name, int nranks, int timeout_s, tst_rank_fn fn, void *arg);
 
-/* All ranks of the run (outside ccl, through shared memory). */
+/* All ranks of the run (outside ccl, through shared memory), but for
+ * those that tst_sigkill_self'd before the others arrived. */
 void tst_barrier(tst_ctx_t *ctx);
+/* Ends this rank the way `kill -9` would (no cleanup, no atexit, sockets
+ * and mappings dropped by the kernel); the launcher counts that death as
+ * this rank's success and later barriers no longer wait for it. Safe to
+ * call from any thread of the rank. */
+void tst_sigkill_self(tst_ctx_t *ctx) __attribute__((noreturn));
 /* Rank 0 calls ccl_get_unique_id; everyone returns with the same id. */
 void tst_share_id(tst_ctx_t *ctx, ccl_unique_id_t *id);
 /* What this rank is doing now; shown if the run hangs or dies. */

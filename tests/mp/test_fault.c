@@ -13,11 +13,19 @@
  * Both run with allreduce, alltoall and a broadcast rooted at the failing
  * rank (collectives in which every survivor depends on that rank, so every
  * survivor must notice), on a small and a large count.
+ * A third scenario kills (SIGKILL) the last rank at some point during
+ * ccl_comm_init_rank (once it has its first shared-memory segment, all of
+ * its own, some of its peers', the board): the survivors' init, or their
+ * first collective, must fail instead of hanging. The victim always dies
+ * by SIGKILL, as `kill -9` would end it, and after every scenario, once
+ * the survivors have aborted, no ccl segment may remain in /dev/shm or in
+ * their mappings: a crash must not leak shared memory.
  * CCL_TIMEOUT is lowered (unless set) so that even a library that only
  * notices through its timeout passes within the deadline; what is tested
  * is that no rank waits forever.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +34,7 @@
 #include "test_coll.h"
 #include "test_common.h"
 #include "test_launch.h"
+#include "test_res.h"
 
 /* Seconds a survivor may take to notice (CCL_TIMEOUT below, plus slack). */
 #define NOTICE_S 40.0
@@ -93,23 +102,123 @@ static ccl_result_t expect_failure(tst_ctx_t *ctx, ccl_comm_t comm, const tst_ca
     return rc;
 }
 
+/* Rank 0's list of /dev/shm before anyone made a communicator. */
+static char shm_before[1 << 14];
+
+static void note_shm_before(tst_ctx_t *ctx)
+{
+    if (ctx->rank == 0)
+        tst_list_ccl_shm(shm_before, sizeof(shm_before));
+    tst_barrier(ctx);
+}
+
+/* Every live rank has let go of its communicator: nothing of it may stay
+ * mapped here, nor in /dev/shm, whoever died when. */
+static void check_shm_clean(tst_ctx_t *ctx, const char *scenario)
+{
+    char first[512];
+    tst_set_case(ctx, "%s: /dev/shm checks", scenario);
+    int own = tst_own_ccl_shm_maps(first, sizeof(first));
+    if (own > 0)
+        tst_fail(ctx, "%s: %d ccl shm mappings remain after the comm was aborted, e.g. %s",
+                 scenario, own, first);
+    tst_barrier(ctx);
+    if (ctx->rank == 0) {
+        int left = tst_shm_left_behind(shm_before, first, sizeof(first));
+        if (left > 0)
+            tst_fail(ctx, "%s: %d /dev/shm entries left behind, e.g. %s", scenario, left, first);
+    }
+}
+
+static void abort_broken(tst_ctx_t *ctx, ccl_comm_t comm, const char *scenario)
+{
+    tst_set_case(ctx, "%s: ccl_comm_abort of the broken comm", scenario);
+    ccl_result_t rc = ccl_comm_abort(comm);
+    if (rc != CCL_SUCCESS)
+        tst_fail(ctx, "%s: ccl_comm_abort after a peer died returned %s", scenario,
+                 ccl_get_error_string(rc));
+}
+
 static int peer_death_body(tst_ctx_t *ctx, void *arg)
 {
     (void)arg;
+    note_shm_before(ctx);
     ccl_comm_t comm = tst_comm_init(ctx);
     tst_case_t c = small_case(ctx->nranks, 0);
     tst_run_case(ctx, comm, &c, 0);
-    if (ctx->rank == ctx->nranks - 1) {
-        /* Dies holding its communicator: no destroy, no abort. */
-        fflush(stdout);
-        _exit(0);
-    }
+    if (ctx->rank == ctx->nranks - 1)
+        tst_sigkill_self(ctx); /* dies holding its communicator */
     c = small_case(ctx->nranks, 1);
     expect_failure(ctx, comm, &c, "peer death");
-    tst_set_case(ctx, "peer death: ccl_comm_abort of the broken comm");
-    ccl_result_t rc = ccl_comm_abort(comm);
-    if (rc != CCL_SUCCESS)
-        tst_fail(ctx, "ccl_comm_abort after a peer died returned %s", ccl_get_error_string(rc));
+    abort_broken(ctx, comm, "peer death");
+    check_shm_clean(ctx, "peer death");
+    return 0;
+}
+
+/* When the victim of a death in init dies: as soon as it has `maps` ccl
+ * segments mapped (with 4 ranks: 1 = its first FIFO created, 4 = all of
+ * its own, 6 = two of its peers' too, 9 = the FIFOs and the one-shot
+ * board), or delay_us into its init, whichever comes first. (Earlier, before
+ * it has connected its bootstrap ring, the others could only find out
+ * through CCL_TIMEOUT.) */
+typedef struct {
+    int delay_us;
+    int maps;
+} death_point_t;
+
+typedef struct {
+    tst_ctx_t *ctx;
+    death_point_t at;
+} killer_arg_t;
+
+static void *killer_main(void *p)
+{
+    killer_arg_t *k = p;
+    char first[512];
+    double until = tst_now() + k->at.delay_us * 1e-6;
+    while (tst_now() < until && (k->at.maps <= 0 || tst_own_ccl_shm_maps(first, sizeof(first)) < k->at.maps))
+        usleep(100);
+    tst_sigkill_self(k->ctx);
+}
+
+static int init_death_body(tst_ctx_t *ctx, void *arg)
+{
+    const death_point_t *at = arg;
+    note_shm_before(ctx);
+    ccl_comm_t comm = NULL;
+    if (ctx->rank == ctx->nranks - 1) {
+        static killer_arg_t k;
+        pthread_t th;
+        k = (killer_arg_t){ctx, *at};
+        if (pthread_create(&th, NULL, killer_main, &k) != 0)
+            tst_fatal(ctx, "pthread_create failed");
+        tst_set_case(ctx, "death in init: ccl_comm_init_rank until SIGKILL");
+        ccl_comm_init_rank(&comm, ctx->nranks, ctx->id, ctx->rank);
+        for (;;)
+            pause(); /* the killer ends this process, whatever init did */
+    }
+    tst_set_case(ctx, "death in init: ccl_comm_init_rank while rank %d dies", ctx->nranks - 1);
+    double t0 = tst_now();
+    ccl_result_t rc = ccl_comm_init_rank(&comm, ctx->nranks, ctx->id, ctx->rank);
+    if (rc == CCL_SUCCESS) {
+        /* The victim finished its part of init first: the first
+         * collective, which it never joins, must fail. */
+        tst_case_t c = small_case(ctx->nranks, 1);
+        expect_failure(ctx, comm, &c, "death after init");
+        abort_broken(ctx, comm, "death after init");
+    } else {
+        const char *msg = ccl_get_last_error(NULL);
+        if (!msg || !msg[0])
+            tst_fail(ctx, "death in init: init failed with %s but left no message",
+                     ccl_get_error_string(rc));
+        if (tst_now() - t0 > NOTICE_S)
+            tst_fail(ctx, "death in init: took %.1f s to report %s", tst_now() - t0,
+                     ccl_get_error_string(rc));
+        printf("  death in init, rank %d: init %s after %.2f s: %s\n", ctx->rank,
+               ccl_get_error_string(rc), tst_now() - t0, msg ? msg : "");
+        fflush(stdout);
+    }
+    check_shm_clean(ctx, "death in init");
     return 0;
 }
 
@@ -132,6 +241,7 @@ static void *aborter(void *p)
 static int abort_body(tst_ctx_t *ctx, void *arg)
 {
     (void)arg;
+    note_shm_before(ctx);
     ccl_comm_t comm = tst_comm_init(ctx);
     tst_case_t c = small_case(ctx->nranks, 2);
     tst_run_case(ctx, comm, &c, 0);
@@ -183,6 +293,7 @@ static int abort_body(tst_ctx_t *ctx, void *arg)
             tst_fail(ctx, "ccl_comm_abort after a peer aborted returned %s",
                      ccl_get_error_string(rc));
     }
+    check_shm_clean(ctx, "abort");
     return 0;
 }
 
@@ -203,6 +314,16 @@ int main(void)
             failed += tst_run_ranks("fault-peer-death", 4, 90, peer_death_body, NULL) != 0;
             failed += tst_run_ranks("fault-abort", 3, 90, abort_body, NULL) != 0;
         }
+    }
+    /* Death at several points of the shared-memory setup. The delays only
+     * bound a victim that never gets there (it dies waiting after init). */
+    static const death_point_t deaths[] = {{3000000, 1}, {3000000, 4}, {3000000, 6},
+                                           {3000000, 9}};
+    g_coll = TST_ALLREDUCE;
+    g_count = counts[0];
+    for (size_t k = 0; k < sizeof(deaths) / sizeof(deaths[0]); k++) {
+        printf("death at %d ccl segments mapped in init:\n", deaths[k].maps);
+        failed += tst_run_ranks("fault-init-death", 4, 90, init_death_body, (void *)&deaths[k]) != 0;
     }
     printf("test_fault: %s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;

@@ -2,9 +2,10 @@
  * test_lifecycle.c - communicator and memory life cycle across forked ranks:
  * 50 cycles of get-unique-id / init / collective / destroy (the first cycle
  * uses the parent's id, later ones an id made by rank 0, as a trainer that
- * rebuilds its communicator would) while watching for leaks: open file
- * descriptors and threads must not grow, no /dev/shm/ccl* segment may be left
- * behind or stay mapped, and the mapping count must be stable. Each cycle
+ * rebuilds its communicator would) while watching for leaks (test_res.h):
+ * open file descriptors and threads must not grow, nor, beyond a little
+ * noise, mappings and heap bytes in use; no /dev/shm/ccl* segment may be
+ * left behind or stay mapped. Each cycle
  * also exercises ccl_mem_alloc/ccl_mem_free (page alignment, every byte
  * writable, odd and huge-page sizes).
  *
@@ -22,58 +23,13 @@
 #include "test_coll.h"
 #include "test_common.h"
 #include "test_launch.h"
+#include "test_res.h"
 
 /* Cycles that may allocate process-lifetime state (a logger, a cached
  * topology) before the counts are taken as the baseline. */
 #define WARMUP 2
 
 static uint64_t base_seed;
-
-static int count_map_lines(void)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    int n = 0, ch;
-    if (!f)
-        return -1;
-    while ((ch = fgetc(f)) != EOF)
-        n += ch == '\n';
-    fclose(f);
-    return n;
-}
-
-static int running_under_asan(void)
-{
-#if defined(__SANITIZE_ADDRESS__)
-    return 1;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    return 1;
-#else
-    return 0;
-#endif
-#else
-    return 0;
-#endif
-}
-
-/* Our own mappings of ccl shm segments (should be none when no comm lives). */
-static int count_own_ccl_shm_maps(char *first, size_t len)
-{
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[1024];
-    int n = 0;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        char *p = strstr(line, "/dev/shm/");
-        if (p && strcasestr(p, "ccl")) {
-            if (n++ == 0)
-                snprintf(first, len, "%s", p);
-        }
-    }
-    fclose(f);
-    return n;
-}
 
 static void check_mem_alloc(tst_ctx_t *ctx, int cycle)
 {
@@ -96,22 +52,13 @@ static void check_mem_alloc(tst_ctx_t *ctx, int cycle)
     }
 }
 
-/* Counts can lag a destroy by a moment (a bootstrap thread exiting on its
- * own), so wait briefly for them to come back down before judging. */
-static void settle(int base_fds, int base_threads)
-{
-    double until = tst_now() + 3.0;
-    while (tst_now() < until &&
-           (tst_count_fds() > base_fds || tst_count_threads() > base_threads))
-        usleep(20000);
-}
-
 static int rank_body(tst_ctx_t *ctx, void *arg)
 {
     (void)arg;
     int cycles = (int)tst_env_long("CCL_TEST_CYCLES", 50);
-    int base_fds = -1, base_threads = -1, base_maps = -1;
-    char shm_before[8192], shm_after[8192];
+    tst_res_t base;
+    int have_base = 0;
+    char shm_before[8192], msg[512], first[512];
 
     /* Rank 0 looks at /dev/shm before anyone has a communicator. */
     if (ctx->rank == 0)
@@ -143,32 +90,16 @@ static int rank_body(tst_ctx_t *ctx, void *arg)
             tst_barrier(ctx);
             /* Let anything that winds down on its own finish first. */
             usleep(300000);
-            base_fds = tst_count_fds();
-            base_threads = tst_count_threads();
-            base_maps = count_map_lines();
+            tst_res_take(&base);
+            have_base = 1;
         }
     }
 
     tst_set_case(ctx, "leak checks after %d cycles", cycles);
     tst_barrier(ctx);
-    if (base_fds >= 0) {
-        settle(base_fds, base_threads);
-        int fds = tst_count_fds(), threads = tst_count_threads(), maps = count_map_lines();
-        if (fds > base_fds)
-            tst_fail(ctx, "open file descriptors grew from %d to %d over %d cycles", base_fds,
-                     fds, cycles - WARMUP);
-        if (threads > base_threads)
-            tst_fail(ctx, "threads grew from %d to %d over %d cycles", base_threads, threads,
-                     cycles - WARMUP);
-        /* A few lines of slack: malloc may split or merge its own arenas.
-         * AddressSanitizer's allocator maps fresh regions as it goes, so
-         * the count means nothing there (its leak checker covers memory). */
-        if (!running_under_asan() && maps > base_maps + 4)
-            tst_fail(ctx, "memory mappings grew from %d to %d over %d cycles", base_maps, maps,
-                     cycles - WARMUP);
-    }
-    char first[512] = "";
-    int own = count_own_ccl_shm_maps(first, sizeof(first));
+    if (have_base && tst_res_grew(&base, TST_HEAP_SLACK, msg, sizeof(msg)))
+        tst_fail(ctx, "over %d cycles: %s", cycles - WARMUP, msg);
+    int own = tst_own_ccl_shm_maps(first, sizeof(first));
     if (own > 0)
         tst_fail(ctx, "%d ccl shm mappings remain after every comm was destroyed, e.g. %s", own,
                  first);
@@ -176,30 +107,17 @@ static int rank_body(tst_ctx_t *ctx, void *arg)
     /* Everyone has destroyed everything: no new segment may remain. */
     tst_barrier(ctx);
     if (ctx->rank == 0) {
-        tst_list_ccl_shm(shm_after, sizeof(shm_after));
-        int leaked = 0;
-        char *save = NULL;
-        for (char *name = strtok_r(shm_after, "\n", &save); name;
-             name = strtok_r(NULL, "\n", &save)) {
-            char needle[300];
-            snprintf(needle, sizeof(needle), "%s\n", name);
-            if (strstr(shm_before, needle))
-                continue;
-            /* A segment some other process still uses belongs to a test
-             * running concurrently on this machine, not to us. */
-            if (tst_shm_is_mapped(name))
-                continue;
-            if (leaked++ < 5)
-                tst_fail(ctx, "/dev/shm/%s was left behind", name);
-        }
-        if (leaked > 5)
-            tst_fail(ctx, "%d /dev/shm entries left behind in all", leaked);
+        int left = tst_shm_left_behind(shm_before, first, sizeof(first));
+        if (left > 0)
+            tst_fail(ctx, "%d /dev/shm entries left behind, e.g. %s", left, first);
     }
     return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    (void)argc;
+    tst_res_exact_heap(argv);
     static const int nranks[] = {3, 4};
     int failed = 0;
     base_seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);

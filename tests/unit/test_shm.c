@@ -4,7 +4,7 @@
  * Covers creating a connection (receiver side) and opening it (sender side):
  * the segment's name, its /dev/shm entry with mode 0600 until
  * shm_name_unlink and gone after (mappings stay usable), fresh names per
- * connection; refusals: a name that does not exist (CCL_ERR_SYSTEM) and
+ * connection, a name that already exists refused; refusals: a name that does not exist (CCL_ERR_SYSTEM) and
  * segments that are empty, too small, garbage, or sized unlike their header
  * (CCL_ERR_REMOTE); the data path: 1000 slices of varying size in order
  * through 4 slots (and through 1 and 2) with a thread on each side, under a
@@ -14,7 +14,9 @@
  * returning only once everything was consumed; and ending waits: poison from
  * either side ends a blocked receiver's or sender's wait with CCL_ERR_REMOTE
  * within a second, and an error from the policy's check callback ends a wait
- * with that error.
+ * with that error; but data that arrived together with the poison (a peer's
+ * last slice, then its goodbye) is still delivered, and on the one-shot
+ * board a broadcast whose root posted before the poison still completes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -37,11 +39,22 @@
 #include "core/err.h"
 #include "core/wait.h"
 #include "transport/shm.h"
+#include "transport/shm_board.h"
 
 #define MS (1000ull * 1000ull)
 #define SEC (1000ull * MS)
 
 static double ms_since(uint64_t t0) { return (double)(wait_now_ns() - t0) / 1e6; }
+
+/* A connection's two ends in this process, its name already unlinked. */
+static void open_pair(shm_conn_t *rcv, shm_conn_t *snd, uint32_t nslots, size_t slot_size)
+{
+    char name[SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(name, "/ccl-"), CCL_SUCCESS);
+    assert_int_equal(shm_conn_create(rcv, nslots, slot_size, name, 1), CCL_SUCCESS);
+    assert_int_equal(shm_conn_open(snd, name), CCL_SUCCESS);
+    shm_name_unlink(name);
+}
 
 /* ---- wait policies -------------------------------------------------------------- */
 
@@ -139,10 +152,11 @@ static void test_create_open_unlink(void **state)
     shm_conn_t rcv, snd;
     char name[SHM_NAME_MAX];
     memset(name, 0, sizeof name);
-    assert_int_equal(shm_conn_create(&rcv, 4, 4096, name, 1), CCL_SUCCESS);
+    assert_int_equal(shm_name_new(name, "/ccl-"), CCL_SUCCESS);
     assert_true(name[0] == '/');
     assert_true(strnlen(name, SHM_NAME_MAX) < SHM_NAME_MAX);
     assert_null(strchr(name + 1, '/'));
+    assert_int_equal(shm_conn_create(&rcv, 4, 4096, name, 1), CCL_SUCCESS);
     assert_non_null(rcv.fifo);
     assert_int_equal(rcv.nslots, 4);
     assert_int_equal(rcv.slot_size, 4096);
@@ -164,13 +178,19 @@ static void test_create_open_unlink(void **state)
     assert_int_equal(snd.map_len, rcv.map_len);
     assert_int_equal(snd.pos, 0);
 
-    /* Another connection gets another name. */
+    /* Another connection gets another name, and a name that exists is
+     * refused (someone may have planted it). */
     shm_conn_t other;
     char name2[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&other, 2, 64, name2, 1), CCL_SUCCESS);
+    assert_int_equal(shm_name_new(name2, "/ccl-"), CCL_SUCCESS);
     assert_string_not_equal(name, name2);
+    assert_int_equal(shm_conn_create(&other, 2, 64, name2, 1), CCL_SUCCESS);
     shm_name_unlink(name2);
     shm_conn_close(&other);
+    err_clear();
+    assert_int_equal(shm_conn_create(&other, 2, 64, name, 1), CCL_ERR_SYSTEM);
+    assert_null(other.fifo);
+    assert_non_null(strstr(err_message(), "File exists"));
 
     shm_name_unlink(name);
     errno = 0;
@@ -257,6 +277,7 @@ static void test_open_corrupt(void **state)
     /* A real header whose segment no longer has the size it describes. */
     shm_conn_t rcv;
     char real[SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(real, "/ccl-"), CCL_SUCCESS);
     assert_int_equal(shm_conn_create(&rcv, 4, 4096, real, 1), CCL_SUCCESS);
     int fd = shm_open(real, O_RDWR, 0);
     assert_true(fd >= 0);
@@ -353,10 +374,7 @@ static void *receiver_main(void *arg)
 static void run_transfer(uint32_t nslots, size_t slot_size, uint32_t nslices, wait_policy_t pol)
 {
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, nslots, slot_size, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, nslots, slot_size);
     atomic_uint consumed = 0;
     side_t s = {.conn = &snd, .pol = pol, .nslices = nslices, .consumed = &consumed};
     side_t r = {.conn = &rcv, .pol = pol, .nslices = nslices, .consumed = &consumed};
@@ -420,6 +438,7 @@ static void test_transfer_across_fork(void **state)
     const uint32_t nslices = 300;
     shm_conn_t rcv;
     char name[SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(name, "/ccl-"), CCL_SUCCESS);
     assert_int_equal(shm_conn_create(&rcv, 4, 2048, name, 1), CCL_SUCCESS);
     fflush(NULL);
     pid_t pid = fork();
@@ -502,10 +521,7 @@ static void test_drain_waits_for_receiver(void **state)
 {
     (void)state;
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 128, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 4, 128);
     wait_policy_t pol = {NULL, NULL, 0, 0};
     /* Nothing outstanding: returns at once. */
     assert_int_equal(shm_send_drain(&snd, &pol), CCL_SUCCESS);
@@ -565,10 +581,7 @@ static void *blocked_main(void *arg)
 static void poison_case(int block_receiver, int poison_from_sender)
 {
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 64, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 4, 64);
     wait_policy_t nowait = {NULL, NULL, 0, 0};
     if (!block_receiver) {
         /* Fill every slot so the next send_wait blocks. */
@@ -622,10 +635,7 @@ static void test_poison_before_wait(void **state)
 {
     (void)state;
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 4, 64, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 4, 64);
     shm_conn_poison(&snd, NULL);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
@@ -644,10 +654,7 @@ static void test_check_callback_ends_wait(void **state)
 {
     (void)state;
     shm_conn_t rcv, snd;
-    char name[SHM_NAME_MAX];
-    assert_int_equal(shm_conn_create(&rcv, 2, 64, name, 1), CCL_SUCCESS);
-    assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_pair(&rcv, &snd, 2, 64);
     /* The receiver's wait: the callback gives up after 50 ms. */
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 50 * MS};
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
@@ -680,6 +687,82 @@ static void test_check_callback_ends_wait(void **state)
     shm_conn_close(&rcv);
 }
 
+/* A peer publishes its last slice and says goodbye (which poisons the
+ * connection) between the receiver's last look at the counter and its
+ * check: the check callback plays that peer, on its first call. */
+typedef struct {
+    shm_conn_t *snd;
+    int calls;
+} late_ctx_t;
+
+static ccl_result_t late_data_cb(void *arg, uint64_t waited_ns)
+{
+    late_ctx_t *c = arg;
+    (void)waited_ns;
+    if (c->calls++ == 0) {
+        wait_policy_t nowait = {NULL, NULL, 0, 0};
+        void *slot;
+        if (shm_send_wait(c->snd, &nowait, &slot) != CCL_SUCCESS)
+            return err_set(CCL_ERR_INTERNAL, "the test's send slot was not free");
+        memcpy(slot, "last", 5);
+        shm_send_post(c->snd, SHM_SLOT_DATA, 5);
+        shm_conn_poison(c->snd, NULL);
+    }
+    /* A backstop, so that a wait that never ends shows up as a timeout. */
+    return c->calls > 400 ? err_set(CCL_ERR_TIMEOUT, "test backstop") : CCL_SUCCESS;
+}
+
+static void test_data_before_poison_wins(void **state)
+{
+    (void)state;
+    shm_conn_t rcv, snd;
+    open_pair(&rcv, &snd, 4, 64);
+    late_ctx_t ctx = {&snd, 0};
+    wait_policy_t pol = {late_data_cb, &ctx, 0, 0};
+    const void *slot = NULL;
+    assert_int_equal(shm_recv_wait(&rcv, &pol, &slot), CCL_SUCCESS);
+    assert_int_equal(ctx.calls, 1);
+    assert_int_equal(shm_recv_len(&rcv), 5);
+    assert_memory_equal(slot, "last", 5);
+    shm_recv_done(&rcv);
+    /* Nothing more will come: the next wait ends on the poison. */
+    assert_int_equal(shm_recv_wait(&rcv, &pol, &slot), CCL_ERR_REMOTE);
+    shm_conn_close(&snd);
+    shm_conn_close(&rcv);
+}
+
+/* The one-shot board: a root posts its broadcast and leaves, then another
+ * rank fails and poisons the board; a rank that comes late to the same
+ * broadcast still finds the root's data there and completes. Its next
+ * call, whose root never posts, fails on the poison. */
+static void test_board_data_before_poison_wins(void **state)
+{
+    (void)state;
+    char name[SHM_NAME_MAX];
+    shm_board_t b0, b1;
+    assert_int_equal(shm_name_new(name, "/ccl-b"), CCL_SUCCESS);
+    assert_int_equal(shm_board_create(&b0, 2, 64, name), CCL_SUCCESS);
+    assert_int_equal(shm_board_open(&b1, name, 2, 1), CCL_SUCCESS);
+    shm_name_unlink(name);
+    check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
+    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    const char *bank = NULL;
+    assert_int_equal(shm_board_exchange(&b1, "root", 5, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_SUCCESS);
+    shm_board_release(&b1);
+    shm_board_poison(&b1);
+    err_clear();
+    assert_int_equal(shm_board_exchange(&b0, "", 1, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
+    assert_string_equal(bank + b0.slot_bytes, "root");
+    shm_board_release(&b0);
+    uint64_t t0 = wait_now_ns();
+    assert_int_equal(shm_board_exchange(&b0, "", 1, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_ERR_REMOTE);
+    assert_true(ms_since(t0) < 1000.0);
+    /* A root that would post into the poisoned board is told at once. */
+    assert_int_equal(shm_board_exchange(&b1, "root", 5, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_ERR_REMOTE);
+    shm_board_close(&b1);
+    shm_board_close(&b0);
+}
+
 int main(void)
 {
     /* Expected failures below log at WARN; keep the log quiet unless the
@@ -699,6 +782,8 @@ int main(void)
         cmocka_unit_test(test_poison_ends_sender_wait),
         cmocka_unit_test(test_poison_before_wait),
         cmocka_unit_test(test_check_callback_ends_wait),
+        cmocka_unit_test(test_data_before_poison_wins),
+        cmocka_unit_test(test_board_data_before_poison_wins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

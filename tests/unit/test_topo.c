@@ -11,7 +11,7 @@
  * machine's live topology loads and agrees with the CPUs we may run on;
  * every topology survives a dump (CCL_TOPO_DUMP_FILE format) and reload
  * unchanged; CCL_TOPO_FILE and CCL_TOPO_DUMP_FILE work through
- * topo_discover; bad files and bad arguments fail with a message; the
+ * topo_discover, and topo_machine discovers once per process; bad files and bad arguments fail with a message; the
  * sysfs and device-name speed readers, and the CPU list parser.
  *
  * CCL_TEST_TOPO_DIR names the folder of XML files (for the tests only);
@@ -544,6 +544,27 @@ static void test_discover_env(void **state)
     topo_free(t2);
 }
 
+/* topo_machine discovers once per process (the dump is written once) and
+ * hands every later caller the same read-only topology. */
+static void test_machine_once(void **state)
+{
+    (void)state;
+    if (!topo_file(DGX2))
+        skip();
+    char dump[4200];
+    snprintf(dump, sizeof dump, "%s/discover.xml", tmpdir);
+    unlink(dump);
+    const topo_t *a = NULL, *b = NULL;
+    assert_int_equal(topo_machine(&a), CCL_SUCCESS);
+    assert_non_null(a);
+    assert_int_equal(topo_count(a, TOPO_NODE_GPU), 16);
+    assert_int_equal(access(dump, R_OK), 0);
+    unlink(dump);
+    assert_int_equal(topo_machine(&b), CCL_SUCCESS);
+    assert_ptr_equal(a, b);
+    assert_int_not_equal(access(dump, R_OK), 0);
+}
+
 /* ---- errors ---------------------------------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -708,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_hp),
         cmocka_unit_test(test_round_trip_live),
         cmocka_unit_test(test_discover_env),
+        cmocka_unit_test(test_machine_once),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_sysfs_speeds),
         cmocka_unit_test(test_name_speeds),
