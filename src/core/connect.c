@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "core/param.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,8 +68,11 @@ ccl_result_t connect_mesh(struct ccl_comm *comm)
         if (!connect_is_local(comm, q))
             continue;
         char *theirs = names + ((size_t)q * (size_t)n + (size_t)r) * SHM_NAME_MAX;
-        theirs[SHM_NAME_MAX - 1] = '\0';
-        res = shm_conn_open(&comm->send_conns[q], theirs);
+        char from[48];
+        snprintf(from, sizeof from, "rank %d: rank %d", r, q);
+        res = shm_name_check(theirs, SHM_NAME_MAX, from);
+        if (res == CCL_SUCCESS)
+            res = shm_conn_open(&comm->send_conns[q], theirs);
         if (res != CCL_SUCCESS)
             err_prefix("rank %d: mapping the segment of rank %d: ", r, q);
     }
@@ -100,8 +104,11 @@ ccl_result_t connect_board(struct ccl_comm *comm)
         CCL_TRY(shm_board_create(&comm->board, n, slot, names));
     res = bs_allgather(&comm->bs, names, SHM_NAME_MAX);
     if (res == CCL_SUCCESS && comm->rank != 0) {
-        names[SHM_NAME_MAX - 1] = '\0';
-        res = shm_board_open(&comm->board, names, n, comm->rank);
+        char from[32];
+        snprintf(from, sizeof from, "rank %d: rank 0", comm->rank);
+        res = shm_name_check(names, SHM_NAME_MAX, from);
+        if (res == CCL_SUCCESS)
+            res = shm_board_open(&comm->board, names, n, comm->rank);
     }
     ccl_result_t bres = bs_barrier(&comm->bs); /* all mapped (or failed) */
     if (comm->rank == 0)
