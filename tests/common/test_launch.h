@@ -53,6 +53,9 @@ void tst_set_case(tst_ctx_t *ctx, const char *fmt, ...) __attribute__((format(pr
 /* Reports a wrong result and continues (all ranks must keep issuing the
  * same collectives, so a rank never stops early on a mere mismatch). */
 void tst_fail(tst_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* This rank is about to be killed with SIGKILL on purpose (a kill -9
+ * test): the launcher counts that death as this rank's success. */
+void tst_expect_sigkill(tst_ctx_t *ctx);
 /* Reports an error that leaves the communicator unusable and exits the rank. */
 void tst_fatal(tst_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
