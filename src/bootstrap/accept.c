@@ -19,7 +19,8 @@
 typedef struct {
     int fd; /* -1: free */
     sock_addr_t from;
-    uint64_t since, deadline;
+    uint64_t serial;   /* arrival order: the oldest goes first in a flood */
+    uint64_t deadline;
     size_t got;
     unsigned char buf[BS_FRAME_MAX];
 } bs_pending_t;
@@ -30,6 +31,7 @@ struct bs_acceptor {
     int peer_waits;
     uint8_t secret[BS_SECRET_BYTES];
     char who[64];
+    uint64_t accepted;
     bs_pending_t pend[BS_ACCEPT_MAX_PENDING];
 };
 
@@ -75,7 +77,7 @@ static ccl_result_t bs_acceptor_take(bs_acceptor_t *a, uint64_t now)
         for (int i = 0; i < BS_ACCEPT_MAX_PENDING && !p; i++) {
             if (a->pend[i].fd < 0)
                 p = &a->pend[i];
-            else if (a->pend[i].since < oldest->since)
+            else if (a->pend[i].serial < oldest->serial)
                 oldest = &a->pend[i];
         }
         if (!p) {
@@ -89,7 +91,7 @@ static ccl_result_t bs_acceptor_take(bs_acceptor_t *a, uint64_t now)
         socklen_t alen = sizeof p->from;
         if (getpeername(fd, &p->from.sa, &alen) != 0)
             memset(&p->from, 0, sizeof p->from);
-        p->since = now;
+        p->serial = a->accepted++;
         p->deadline = now + BS_FRAME_TIMEOUT_NS;
     }
 }
@@ -131,22 +133,27 @@ static int bs_pending_read(bs_acceptor_t *a, bs_pending_t *p, uint64_t now)
         }
         return 0;
     }
-    if (a->peer_waits) {
-        /* The peer must now wait for our answer: a byte more is a frame
-         * longer than the protocol's, a close is a peer that gave up. */
-        char extra;
-        ssize_t n = recv(p->fd, &extra, 1, MSG_DONTWAIT | MSG_PEEK);
-        if (n > 0) {
-            snprintf(why, sizeof why, "sent more than its %zu-byte frame (oversized)", a->frame_len);
-            bs_pending_drop(a, p, why);
-            return -1;
-        }
-        if (n == 0) {
-            bs_pending_drop(a, p, "closed right after its frame");
-            return -1;
-        }
-    }
     return 1;
+}
+
+/* With peer_waits, after a frame that passed its checks: the peer must now
+ * wait for our answer, so a byte more is a frame longer than the
+ * protocol's, and a close a peer that gave up. Returns 1 when p was
+ * dropped for it. */
+static int bs_pending_trailing(bs_acceptor_t *a, bs_pending_t *p)
+{
+    char extra, why[128];
+    ssize_t n = recv(p->fd, &extra, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (n > 0) {
+        snprintf(why, sizeof why, "sent more than its %zu-byte frame (oversized)", a->frame_len);
+        bs_pending_drop(a, p, why);
+        return 1;
+    }
+    if (n == 0) {
+        bs_pending_drop(a, p, "closed right after its frame");
+        return 1;
+    }
+    return 0;
 }
 
 ccl_result_t bs_acceptor_next(bs_acceptor_t *a, bs_frame_check_fn check, void *arg, uint64_t deadline, int *fd,
@@ -161,7 +168,11 @@ ccl_result_t bs_acceptor_next(bs_acceptor_t *a, bs_frame_check_fn check, void *a
         uint64_t wake = deadline;
         struct pollfd pfd[BS_ACCEPT_MAX_PENDING + 1];
         int np = 0;
+        bs_pending_t *good = NULL;
         pfd[np++] = (struct pollfd){a->lfd, POLLIN, 0};
+        /* Every connection with a whole frame is judged in this pass, also
+         * after a good one turned up: strays are dropped (and logged with
+         * their reason) as soon as their bytes are in. */
         for (int i = 0; i < BS_ACCEPT_MAX_PENDING; i++) {
             bs_pending_t *p = &a->pend[i];
             if (p->fd < 0)
@@ -180,15 +191,19 @@ ccl_result_t bs_acceptor_next(bs_acceptor_t *a, bs_frame_check_fn check, void *a
                      sock_addr_str(&p->from, abuf, sizeof abuf));
             /* The check's err_set logs why, with src, at WARN. */
             if (bs_auth_check(p->buf, p->got, a->secret, src) != CCL_SUCCESS ||
-                check(p->buf, p->got, src, arg) != CCL_SUCCESS) {
+                check(p->buf, p->got, src, arg) != CCL_SUCCESS)
                 bs_pending_drop(a, p, NULL);
+            else if (a->peer_waits && bs_pending_trailing(a, p))
                 continue;
-            }
-            memcpy(frame, p->buf, a->frame_len);
+            else if (!good)
+                good = p; /* a later good one waits for the next call */
+        }
+        if (good) {
+            memcpy(frame, good->buf, a->frame_len);
             if (from)
-                *from = p->from;
-            *fd = p->fd;
-            p->fd = -1;
+                *from = good->from;
+            *fd = good->fd;
+            good->fd = -1;
             return CCL_SUCCESS;
         }
         if (now >= deadline)
