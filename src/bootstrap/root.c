@@ -51,7 +51,8 @@ static void root_unregister(root_state_t *st, int rank, const char *why)
     st->registered--;
 }
 
-/* The acceptor's check: a valid hello that fits the ranks seen so far. */
+/* The acceptor's check: a valid hello that fits the ranks seen so far. A
+ * hello for a rank whose registered connection went bad replaces it. */
 static ccl_result_t root_check(const void *frame, size_t len, const char *from, void *arg)
 {
     root_state_t *st = arg;
