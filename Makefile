@@ -21,6 +21,8 @@
 #   tests/sim/*.c          -> build/tests/sim/<name> (schedule simulator, internals)
 #   tests/mp/*.c           -> build/tests/mp/<name> (multi-process, public API)
 #   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
+#   tests/cluster/*.c      -> build/tests/cluster/<name> (rank programs that the
+#                             namespace-cluster scripts start; not tests themselves)
 #   tools/ccl_info.c       -> build/bin/ccl-info (prints the topology)
 #   tests/fuzz/fuzz_*.c    -> build/fuzz/bin/<name> (libFuzzer, clang only; `make fuzz`)
 
@@ -71,6 +73,8 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 SIM_BIN  := $(SIM_SRC:tests/sim/%.c=$(BUILD)/tests/sim/%)
 MP_BIN   := $(MP_SRC:tests/mp/%.c=$(BUILD)/tests/mp/%)
 MPI_BIN  := $(MPI_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
+CLUSTER_SRC := $(sort $(wildcard tests/cluster/*.c))
+CLUSTER_BIN := $(CLUSTER_SRC:tests/cluster/%.c=$(BUILD)/tests/cluster/%)
 TEST_HELPERS := $(sort $(wildcard tests/common/*.c))
 
 HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
@@ -142,7 +146,8 @@ $(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
-tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
+tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN)) \
+       $(CLUSTER_BIN)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
@@ -169,6 +174,9 @@ $(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_HELPERS)
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/cluster/%: tests/cluster/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
 # Fuzzing: every wire parser has a libFuzzer target in tests/fuzz/. They
 # need clang (libFuzzer ships with it), so they have their own objects in

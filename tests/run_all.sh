@@ -175,6 +175,11 @@ done
 for t in test_allreduce test_colls; do
     run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
 done
+# CCL_VERIFY compares results bit for bit: no algorithm may give ranks
+# different bits (a false alarm fails the run).
+for v in "CCL_VERIFY=1" "CCL_VERIFY=1 CCL_ALGO=tree" "CCL_VERIFY=1 CCL_ALGO=rd"; do
+    run_variant "$v" test_allreduce 3 5
+done
 run_variant "CCL_CHECK_ARGS=1" test_groups
 
 # ---- MPI cross-checks ---------------------------------------------------------
@@ -280,7 +285,8 @@ fi
 # ---- net transport on one machine (fake nodes) ---------------------------------
 # Ranks given different CCL_HOSTIDs (tests/net/fake_node.sh) connect over
 # ccl's TCP net transport: every collective, dtype and op, and each
-# algorithm forced, on even (2+2), uneven (3+1) and interleaved (0,1,0,1)
+# algorithm forced (with CCL_VERIFY=1: every algorithm must leave
+# bit-identical results on all ranks), on even (2+2), uneven (3+1) and interleaved (0,1,0,1)
 # layouts, plus the MPI cross-check with its ranks on two fake nodes.
 # tests/cluster/ runs the same across real network namespaces.
 if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
@@ -296,8 +302,9 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
             run_test "net/ccl-perf-nodes[$map${algo:+,$algo}${zcopy:+,zero-copy}]" mp \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             HOSTMAP="$map" CCL_ALGO="$algo" CCL_COMM_ID="127.0.0.1:$net_port" \
-            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" \
+            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" CCL_VERIFY=1 \
             mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_ALGO -x CCL_COMM_ID -x CCL_NET_ZERO_COPY_THRESHOLD \
+            -x CCL_VERIFY \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"
     done
     for bin in "${mpi_bins[@]}"; do
@@ -314,7 +321,9 @@ fi
 # ---- multi-node cluster ---------------------------------------------------------------
 # Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
 # ccl-perf over every collective, type and op, the MPI cross-check, and each
-# forced algorithm on 3+1 ranks, all launched by mpirun across the nodes.
+# forced algorithm on 3+1 ranks, all launched by mpirun across the nodes;
+# then, on three nodes, a cut link and a killed rank in mid-allreduce must
+# fail every other rank within 10 s, naming what failed (faults.sh).
 # Each part builds and removes its own cluster. Needs root, `ip netns` and
 # the MPI binaries; otherwise one SKIPPED line.
 if ! cluster_why=$(tests/cluster/cluster.sh preflight); then
@@ -324,7 +333,7 @@ elif [[ -z "$HAVE_MPICC" ]] || ! command -v mpirun >/dev/null 2>&1; then
     echo "SKIPPED cluster/short: the cluster runs need mpicc and mpirun (Open MPI)"
     skipped=$((skipped + 1))
 else
-    for part in ompi perf crosscheck algos; do
+    for part in ompi perf crosscheck algos faults; do
         MAY_SKIP=1 run_test "cluster/$part" cluster env BUILD="$BUILD" tests/cluster/run_short.sh "$part"
     done
 fi

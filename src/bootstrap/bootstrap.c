@@ -43,17 +43,30 @@ ccl_result_t bs_id_create(ccl_unique_id_t *id)
         CCL_TRY(sock_addr_parse(comm_id, &bid.root));
         bs_derive_secret(param_str(PARAM_COMM_SECRET), bid.secret);
         bid.root_in_rank0 = 1;
-    } else {
-        char ifname[64];
-        sock_addr_t local;
-        if (getrandom(bid.secret, sizeof bid.secret, 0) != (ssize_t)sizeof bid.secret)
-            CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
-        CCL_TRY(sock_pick_local_addr(&local, ifname, sizeof ifname));
-        CCL_TRY(bs_root_start(&local, bid.secret, &bid.root));
-        char abuf[80];
-        LOG_INFO(SUB_BOOTSTRAP, "bootstrap root listening on %s (%s)",
-                 sock_addr_str(&bid.root, abuf, sizeof abuf), ifname);
+        memset(id, 0, sizeof *id);
+        memcpy(id->internal, &bid, sizeof bid);
+        return CCL_SUCCESS;
     }
+    CCL_TRY(bs_id_create_local(id));
+out:
+    return res;
+}
+
+ccl_result_t bs_id_create_local(ccl_unique_id_t *id)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    bs_id_t bid;
+    char ifname[64], abuf[80];
+    sock_addr_t local;
+    memset(&bid, 0, sizeof bid);
+    bid.magic = BS_MAGIC;
+    bid.version = BS_VERSION;
+    if (getrandom(bid.secret, sizeof bid.secret, 0) != (ssize_t)sizeof bid.secret)
+        CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
+    CCL_TRY(sock_pick_local_addr(&local, ifname, sizeof ifname));
+    CCL_TRY(bs_root_start(&local, bid.secret, &bid.root));
+    LOG_INFO(SUB_BOOTSTRAP, "bootstrap root listening on %s (%s)", sock_addr_str(&bid.root, abuf, sizeof abuf),
+             ifname);
     memset(id, 0, sizeof *id);
     memcpy(id->internal, &bid, sizeof bid);
 out:

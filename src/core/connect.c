@@ -120,13 +120,20 @@ out:
     return res;
 }
 
-void connect_poison(struct ccl_comm *comm)
+void connect_poison(struct ccl_comm *comm, const char *why)
 {
-    net_poison(comm->net);
+    /* Peers see this in their own error: say who we are. */
+    char reason[1024];
+    const char *host = comm->bs.peers ? comm->bs.peers[comm->rank].hostname : "?";
+    if (why)
+        snprintf(reason, sizeof reason, "rank %d (%s) failed: %s", comm->rank, host, why);
+    else
+        snprintf(reason, sizeof reason, "rank %d (%s) called ccl_comm_abort", comm->rank, host);
+    net_poison(comm->net, reason);
     shm_board_poison(&comm->board);
     for (int i = 0; comm->send_conns && i < comm->nranks; i++) {
-        shm_conn_poison(&comm->send_conns[i]);
-        shm_conn_poison(&comm->recv_conns[i]);
+        shm_conn_poison(&comm->send_conns[i], reason);
+        shm_conn_poison(&comm->recv_conns[i], reason);
     }
 }
 

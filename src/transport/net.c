@@ -18,6 +18,15 @@
  * Slices are never empty, so an empty message is free to mean goodbye: it
  * ends the stream, and a connection that closes after it is no failure.
  *
+ * Failing. A rank whose connection fails (or whose collective fails or is
+ * aborted) closes all its connections, so that its peers fail at once
+ * instead of at their timeout. A close alone does not say why, and a peer
+ * would blame the rank that closed rather than the dead rank or cut link
+ * behind it; so first, for a moment, the rank says goodbye followed by one
+ * more message, a notice holding the root cause, which the peer reports as
+ * its own error. A goodbye followed by a close is a peer that destroyed its
+ * communicator; followed by a notice, a peer that failed.
+ *
  * Sleeping. With nothing to do the proxy sleeps on one process-wide
  * doorbell that the executor rings when it posts or frees a net slot and
  * the built-in socket plugin rings when a request completes. Third-party
@@ -29,6 +38,7 @@
 #include "core/log.h"
 #include "transport/net_plugin.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -39,6 +49,10 @@
 
 #define NET_HELLO_TAG 0xffffffffu
 #define NET_ERR_MAX 512
+/* How long a failed rank tries to get its notices out before it closes
+ * every connection: notices to peers that read go out in microseconds;
+ * this only bounds the wait on peers that do not (a cut link). */
+#define NET_FAREWELL_NS (250ull * 1000000ull)
 
 static _Atomic uint32_t net_bell, net_bell_waiters;
 
@@ -61,6 +75,14 @@ typedef struct {
     net_hello_t hello; /* setup only */
     void *hello_req;
     int hello_done;
+    int broken;        /* the plugin failed this connection: nothing more to say on it */
+    /* After a failure, send: 0 nothing said, 1 goodbye posted, 2 notice
+     * posted, 3 done or given up. After a goodbye, recv: 0 no notice
+     * looked for, 1 its receive is posted, 2 resolved. */
+    int farewell;
+    void *note_req;
+    char *note;        /* where the notice lands */
+    char *note_own;    /* recv: a buffer of ours for it, when no slot was posted */
 } net_conn_t;
 
 struct net {
@@ -76,8 +98,15 @@ struct net {
     int thread_started;
     _Atomic int stop;        /* net_destroy: say goodbye, then exit */
     _Atomic int poison;      /* net_poison: close everything now */
+    _Atomic int poison_claimed;
+    char poison_why[NET_ERR_MAX]; /* written by the claimer before poison is set */
     _Atomic int failed;
+    _Atomic int fault_drop;        /* CCL_FAULT drop: end every connection as if cut */
+    _Atomic uint64_t stall_until;  /* CCL_FAULT stall: wait_now_ns() deadline; UINT64_MAX: until stop */
     char err[NET_ERR_MAX];   /* written once, before failed is set */
+    char root[NET_ERR_MAX];  /* what our notices say: err, or the notice that caused it */
+    uint64_t farewell_since; /* proxy's: when it began telling its peers */
+    int closed;              /* proxy's: the plugin comms are closed */
 };
 
 static const ccl_net_v1_t *net_fns(const net_t *net) { return net->plugin->net; }
@@ -85,9 +114,12 @@ static const ccl_net_v1_t *net_fns(const net_t *net) { return net->plugin->net; 
 static const char *net_peer_host(const net_t *net, int q) { return net->peers[q].hostname; }
 
 /* First failure wins: record it, poison every FIFO so the executor's waits
- * end, and let the loop close the plugin comms. */
-static void net_fail(net_t *net, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void net_fail(net_t *net, const char *fmt, ...)
+ * end, and let the loop tell the peers and close the plugin comms. root is
+ * what the notices to our peers will say: a peer's notice that caused this
+ * failure is passed on as it came, so that the cause never drowns in a
+ * chain of "rank x failed because rank y failed". NULL: our own message. */
+static void net_fail(net_t *net, const char *root, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void net_fail(net_t *net, const char *root, const char *fmt, ...)
 {
     if (atomic_load(&net->failed))
         return;
@@ -95,17 +127,19 @@ static void net_fail(net_t *net, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(net->err, sizeof net->err, fmt, ap);
     va_end(ap);
+    snprintf(net->root, sizeof net->root, "%s", root ? root : net->err);
     atomic_store(&net->failed, 1);
     LOG_INFO(SUB_NET, "net: %s", net->err);
     for (int i = 0; i < net->nconns; i++)
-        shm_conn_poison(&net->conns[i].end);
+        shm_conn_poison(&net->conns[i].end, NULL);
 }
 
 static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const char *what)
 {
     net_plugin_error(net->plugin, code);
-    net_fail(net, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer, net_peer_host(net, c->peer),
-             err_message());
+    c->broken = 1;
+    net_fail(net, NULL, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
+             net_peer_host(net, c->peer), err_message());
 }
 
 static void net_close_comms(net_t *net)
@@ -164,6 +198,62 @@ static int net_test_slot(net_t *net, net_conn_t *c, size_t *got)
     return done;
 }
 
+/* The message after a peer's goodbye (message end.pos): empty when the
+ * peer destroyed its communicator, the cause when it failed. Returns 1 once
+ * resolved, 0 while it has not arrived, -1 when it was a failure. */
+static int net_read_trailer(net_t *net, net_conn_t *c)
+{
+    const ccl_net_v1_t *fn = net_fns(net);
+    const char *host = net_peer_host(net, c->peer);
+    uint32_t n = c->end.pos + 1;
+    int done = 0;
+    size_t got = 0;
+    if (c->farewell == 0) {
+        if (c->posted > n) {
+            /* Already posted into a free slot, like any message. */
+            c->note_req = c->req[n % net->nslots];
+            c->note = shm_slot_at(&c->end, n);
+        } else {
+            if (!c->note_own)
+                c->note_own = malloc(NET_ERR_MAX);
+            void *data = c->note_own;
+            size_t size = NET_ERR_MAX;
+            uint32_t tag = n;
+            if (!data || fn->irecv(c->pcomm, 1, &data, &size, &tag, NULL, &c->note_req) != CCL_SUCCESS)
+                goto destroyed; /* it is gone already: a goodbye is all we got */
+            if (!c->note_req)
+                return 0;
+            c->note = c->note_own;
+        }
+        c->farewell = 1;
+    }
+    if (fn->test(c->note_req, &done, &got) != CCL_SUCCESS)
+        goto destroyed;
+    if (!done)
+        return 0;
+    c->farewell = 2;
+    if (got > 0) {
+        /* The peer's text: printable characters only, and terminated. */
+        char note[NET_ERR_MAX];
+        size_t len = 0;
+        for (; len < got && len + 1 < sizeof note && c->note[len]; len++)
+            note[len] = isprint((unsigned char)c->note[len]) ? c->note[len] : '?';
+        note[len] = '\0';
+        net_fail(net, note, "rank %d: rank %d (%s) gave up: %s", net->rank, c->peer, host, note);
+        return -1;
+    }
+destroyed:
+    /* Only a wait on this connection ends (a collective that still expects
+     * data from the peer); the others carry on, e.g. p2p between the
+     * remaining ranks. Receives posted after the goodbye never complete. */
+    c->farewell = 2;
+    char why[128];
+    snprintf(why, sizeof why, "rank %d (%s) destroyed its communicator", c->peer, host);
+    shm_conn_poison(&c->end, why);
+    LOG_INFO(SUB_NET, "rank %d: %s", net->rank, why);
+    return 1;
+}
+
 /* Moves what can move on one connection; returns the number of events
  * (posts and completions), -1 on failure. */
 static int net_progress(net_t *net, net_conn_t *c)
@@ -181,58 +271,86 @@ static int net_progress(net_t *net, net_conn_t *c)
         if (r < 0)
             return -1;
         events++;
-        if (c->is_send) {
+        if (c->is_send)
             shm_recv_done(&c->end); /* the slot is the executor's again */
-        } else if (got == 0) {
-            /* Goodbye: the peer destroyed its comm. Receives posted after it
-             * never complete. Only a wait on this connection ends (a
-             * collective that still expects data from the peer); the
-             * others carry on, e.g. p2p between the remaining ranks. */
-            c->bye = 1;
-            shm_conn_poison(&c->end);
-            LOG_INFO(SUB_NET, "rank %d: rank %d (%s) closed its communicator", net->rank, c->peer,
-                     net_peer_host(net, c->peer));
-        } else {
+        else if (got == 0)
+            c->bye = 1; /* goodbye: its trailer says why (net_read_trailer) */
+        else
             shm_send_post(&c->end, SHM_SLOT_DATA, got);
-        }
+    }
+    if (c->bye && !c->is_send && c->farewell < 2) {
+        r = net_read_trailer(net, c);
+        if (r < 0)
+            return -1;
+        events += r;
     }
     return events;
 }
 
-/* Destroy: every slot the executor posted has left, then an empty message
- * on each send connection tells the peer we are done (not failed). */
-static int net_goodbye(net_t *net)
+/* Says goodbye on send connection c: an empty message, then the trailer
+ * (note, len bytes; empty for a destroy). Returns 1 once both have left or
+ * the connection failed (nothing more can be said on it), 0 meanwhile. */
+static int net_say_goodbye(net_t *net, net_conn_t *c, const char *note, size_t len)
 {
     const ccl_net_v1_t *fn = net_fns(net);
+    if (c->farewell == 3 || c->broken || !c->pcomm)
+        return 1;
+    ccl_result_t res = CCL_SUCCESS;
+    if (c->farewell == 0) {
+        res = fn->isend(c->pcomm, &c->hello, 0, c->posted, NULL, &c->bye_req);
+        if (res == CCL_SUCCESS && c->bye_req) {
+            c->bye = 1; /* nothing more of the executor's goes out */
+            c->farewell = 1;
+        }
+    }
+    if (res == CCL_SUCCESS && c->farewell == 1) {
+        res = fn->isend(c->pcomm, len ? note : (const char *)&c->hello, len, c->posted + 1, NULL, &c->note_req);
+        if (res == CCL_SUCCESS && c->note_req)
+            c->farewell = 2;
+    }
+    if (res == CCL_SUCCESS && c->farewell == 2) {
+        /* Requests complete in order: the trailer done means all is out. */
+        int done = 0;
+        res = fn->test(c->note_req, &done, NULL);
+        if (res == CCL_SUCCESS && done)
+            c->farewell = 3;
+    }
+    if (res != CCL_SUCCESS)
+        c->farewell = 3; /* the peer is gone: nothing left to say */
+    return c->farewell == 3;
+}
+
+/* Destroy: every slot the executor posted has left, then a goodbye with an
+ * empty trailer tells each peer we are done (not failed). Returns the
+ * connections still busy. */
+static int net_goodbye(net_t *net)
+{
     int pending = 0;
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
-        if (!c->is_send || !c->pcomm)
+        if (!c->is_send)
             continue;
-        if (c->end.pos != c->posted || c->posted != shm_peer_count(&c->end)) {
+        if (c->farewell == 0 && (c->end.pos != c->posted || c->posted != shm_peer_count(&c->end)))
             pending++;
-            continue;
-        }
-        if (!c->bye) {
-            ccl_result_t res = fn->isend(c->pcomm, &c->hello, 0, c->posted, NULL, &c->bye_req);
-            if (res != CCL_SUCCESS)
-                return 0; /* the peer is gone: nothing left to say */
-            if (!c->bye_req) {
-                pending++;
-                continue;
-            }
-            c->bye = 1;
-        }
-        if (c->bye_req) {
-            int done = 0;
-            if (fn->test(c->bye_req, &done, NULL) != CCL_SUCCESS)
-                continue;
-            if (done)
-                c->bye_req = NULL;
-            else
-                pending++;
-        }
+        else
+            pending += !net_say_goodbye(net, c, NULL, 0);
     }
+    return pending;
+}
+
+/* Failure: a goodbye whose trailer is the root cause, on every connection
+ * still standing, whatever was in flight (it goes out first). Returns the
+ * connections still busy. */
+static int net_farewell(net_t *net)
+{
+    /* The peer posted its receive for a slot (or our NET_ERR_MAX). */
+    size_t len = strlen(net->root) + 1;
+    if (len > net->slot_size)
+        len = net->slot_size;
+    int pending = 0;
+    for (int i = 0; i < net->nconns; i++)
+        if (net->conns[i].is_send)
+            pending += !net_say_goodbye(net, &net->conns[i], net->root, len);
     return pending;
 }
 
@@ -254,7 +372,19 @@ static void *net_proxy_main(void *arg)
     for (;;) {
         uint32_t seen = atomic_load(&net_bell);
         if (atomic_load(&net->poison) && !atomic_load(&net->failed))
-            net_fail(net, "rank %d: the communicator was aborted or a collective failed on this rank", net->rank);
+            net_fail(net, NULL, "%s", net->poison_why);
+        if (atomic_load(&net->fault_drop) && !atomic_load(&net->failed))
+            net_fail(net, NULL, "rank %d (%s): CCL_FAULT dropped this rank's network connections", net->rank,
+                     net_peer_host(net, net->rank));
+        uint64_t stall = atomic_load(&net->stall_until);
+        if (stall && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
+            if (wait_now_ns() < stall) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            atomic_store(&net->stall_until, 0);
+        }
         int events = 0;
         if (!atomic_load(&net->failed)) {
             for (int i = 0; i < net->nconns && events >= 0; i++) {
@@ -263,8 +393,20 @@ static void *net_proxy_main(void *arg)
                 events = e < 0 ? -1 : events + e;
             }
         }
-        if (atomic_load(&net->failed))
-            net_close_comms(net); /* peers fail now, not at their timeout */
+        if (atomic_load(&net->failed) && !net->closed) {
+            /* Tell the peers why, then close: they fail now, not at their
+             * timeout, and name the cause. */
+            uint64_t now = wait_now_ns();
+            if (!net->farewell_since)
+                net->farewell_since = now;
+            if (net_farewell(net) > 0 && now - net->farewell_since < NET_FAREWELL_NS) {
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            net_close_comms(net);
+            net->closed = 1;
+        }
         if (atomic_load(&net->stop)) {
             if (!stop_since)
                 stop_since = wait_now_ns();
@@ -539,12 +681,29 @@ const char *net_error(const net_t *net)
     return atomic_load(&net->failed) ? net->err : "";
 }
 
-void net_poison(net_t *net)
+void net_poison(net_t *net, const char *why)
 {
     if (!net)
         return;
-    atomic_store(&net->poison, 1);
+    /* The first caller's reason is the one the peers hear; it is written
+     * before poison is set, and only by that caller. */
+    if (atomic_exchange(&net->poison_claimed, 1) == 0) {
+        snprintf(net->poison_why, sizeof net->poison_why, "%s",
+                 why && why[0] ? why : "the communicator was aborted or a collective failed");
+        atomic_store(&net->poison, 1);
+    }
     net_activity_bump();
+}
+
+void net_fault_drop(net_t *net)
+{
+    atomic_store(&net->fault_drop, 1);
+    net_activity_bump();
+}
+
+void net_fault_stall(net_t *net, int64_t ms)
+{
+    atomic_store(&net->stall_until, ms > 0 ? wait_now_ns() + (uint64_t)ms * 1000000ull : UINT64_MAX);
 }
 
 void net_destroy(net_t *net)
@@ -560,6 +719,8 @@ void net_destroy(net_t *net)
         net_close_comms(net);
         net_plugin_put(net->plugin);
     }
+    for (int i = 0; i < net->nconns; i++)
+        free(net->conns[i].note_own);
     free(net->conns);
     free(net);
 }

@@ -35,11 +35,21 @@
  * per listener: bounds what strangers can make a listener hold. */
 #define NET_SOCK_MAX_INCOMING 64
 #define NET_SOCK_MAX_GROUPS 16
-/* Keepalive: a silent peer is declared dead after about 10 + 3 x 5 s,
- * well inside CCL_TIMEOUT's default, instead of the kernel's 2 hours. */
-#define NET_SOCK_KEEPIDLE_S 10
-#define NET_SOCK_KEEPINTVL_S 5
-#define NET_SOCK_KEEPCNT 3
+/* Dead peers and cut links: TCP keepalive, timed from CCL_TIMEOUT (see
+ * net_sock_silence_s). A socket that has heard nothing from its peer for a
+ * while is probed every few seconds, and NET_SOCK_KEEPCNT unanswered probes
+ * close it with ETIMEDOUT, which net_socket_io.c reports naming the peer.
+ * Only the peer's kernel answers probes, so a slow, busy, stopped or late
+ * peer process never trips this: only a dead host or a cut link does. It
+ * covers every rank cut off from a peer because every rank has a receive
+ * connection from every remote rank, and a receive socket sends nothing
+ * but acks, which leaves it idle, hence probed, when the peer falls silent.
+ * TCP_USER_TIMEOUT is deliberately not set: it would replace the probe
+ * count (a silent socket would then wait out the whole user timeout), and
+ * a zero window that outlasts it (a receiver that joins a collective late
+ * while we already sent it data) would close a healthy connection. */
+#define NET_SOCK_KEEPCNT 4
+#define NET_SOCK_SILENCE_MAX_S 20
 /* Largest message: far above any buffer, low enough that no size
  * arithmetic on it overflows. */
 #define NET_SOCK_MAX_MSG ((size_t)1 << 48)
@@ -154,9 +164,29 @@ static void net_sock_describe(char *buf, size_t len, int rank, const sock_addr_t
         snprintf(buf, len, "peer at %s", a);
 }
 
+/* Half of CCL_TIMEOUT, at most NET_SOCK_SILENCE_MAX_S: a cut link is named
+ * as such well before a wait on it gives up with a bare timeout, while a
+ * link that recovers within seconds (a flapping port) survives. At least
+ * one second per probe and one of idleness before the first. */
+int net_sock_silence_s(void)
+{
+    int64_t s = param_int(PARAM_TIMEOUT) / 2;
+    if (s > NET_SOCK_SILENCE_MAX_S)
+        s = NET_SOCK_SILENCE_MAX_S;
+    if (s < NET_SOCK_KEEPCNT + 1)
+        s = NET_SOCK_KEEPCNT + 1;
+    return (int)s;
+}
+
+/* idle + KEEPCNT x interval = the silence: 5 s is 1 + 4 x 1, 20 s is
+ * 12 + 4 x 2. */
 static void net_sock_tune(int fd)
 {
-    sock_set_keepalive(fd, NET_SOCK_KEEPIDLE_S, NET_SOCK_KEEPINTVL_S, NET_SOCK_KEEPCNT);
+    int silence = net_sock_silence_s();
+    int interval = silence / (2 * NET_SOCK_KEEPCNT);
+    if (interval < 1)
+        interval = 1;
+    sock_set_keepalive(fd, silence - NET_SOCK_KEEPCNT * interval, interval, NET_SOCK_KEEPCNT);
 }
 
 static uint64_t net_sock_deadline(void)

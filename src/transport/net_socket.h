@@ -79,6 +79,10 @@ ccl_result_t net_sock_handle_parse(const void *buf, size_t len, net_sock_handle_
 /* The plugin struct (the default of net_plugin.c). */
 extern const ccl_net_v1_t net_socket_plugin;
 
+/* Seconds of silence (no byte, no keepalive answer) after which a socket
+ * of the plugin fails with ETIMEDOUT; derived from CCL_TIMEOUT. */
+int net_sock_silence_s(void);
+
 /* Overrides CCL_NSOCKS_PERTHREAD and CCL_SOCKET_NTHREADS for connections
  * created after the call (tests and net-bench compare layouts in one
  * process; params are read once). -1 leaves a value to its param. */

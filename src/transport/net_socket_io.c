@@ -141,6 +141,17 @@ static void net_io_closed(net_sock_comm_t *c, net_sock_t *s, uint64_t seq)
     net_activity_bump();
 }
 
+/* What a socket error means for the link. ETIMEDOUT is keepalive giving
+ * up (net_socket.c): the peer's host stopped answering at all. */
+static const char *net_io_why(int e, char *buf, size_t len)
+{
+    if (e != ETIMEDOUT)
+        return strerror(e);
+    snprintf(buf, len, "no answer from its host for %d s (TCP keepalive): the link is down or the host is dead",
+             net_sock_silence_s());
+    return buf;
+}
+
 static ccl_result_t net_io_failure(net_sock_comm_t *c)
 {
     /* The writer published fail_msg before the release store of failed. */
@@ -314,11 +325,12 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
             if (w < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                     return NET_IO_WANT;
+                char why[160];
                 net_io_fail(c, CCL_ERR_REMOTE,
                             "net/socket: connection to %s lost while sending message %llu "
                             "(socket %d of %d): %s",
                             c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
-                            strerror(errno));
+                            net_io_why(errno, why, sizeof why));
                 return NET_IO_FAILED;
             }
             size_t done = (size_t)w;
@@ -363,11 +375,12 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
             if (got < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                     return NET_IO_WANT;
+                char why[160];
                 net_io_fail(c, CCL_ERR_REMOTE,
                             "net/socket: connection to %s lost while receiving message %llu "
                             "(socket %d of %d): %s",
                             c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
-                            strerror(errno));
+                            net_io_why(errno, why, sizeof why));
                 return NET_IO_FAILED;
             }
             if (in_hdr) {

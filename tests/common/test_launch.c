@@ -34,7 +34,6 @@ struct tst_shared {
     int id_gen;
     ccl_unique_id_t id;
     char current[TST_MAX_RANKS][CASE_LEN];
-    int expect_sigkill[TST_MAX_RANKS];
 };
 
 /* LeakSanitizer's entry point, present only in sanitizer builds. Ranks
@@ -93,11 +92,6 @@ void tst_set_case(tst_ctx_t *ctx, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(ctx->sh->current[ctx->rank], CASE_LEN, fmt, ap);
     va_end(ap);
-}
-
-void tst_expect_sigkill(tst_ctx_t *ctx)
-{
-    __atomic_store_n(&ctx->sh->expect_sigkill[ctx->rank], 1, __ATOMIC_RELEASE);
 }
 
 void tst_fail(tst_ctx_t *ctx, const char *fmt, ...)
@@ -183,6 +177,8 @@ static void describe_status(char *out, size_t len, int status)
     else
         snprintf(out, len, "status 0x%x", status);
 }
+
+int tst_sigkill_ok_rank = -1;
 
 int tst_run_ranks(const char *name, int nranks, int timeout_s, tst_rank_fn fn, void *arg)
 {
@@ -286,9 +282,9 @@ int tst_run_ranks(const char *name, int nranks, int timeout_s, tst_rank_fn fn, v
                 done[r] = 1;
                 remaining--;
                 progressed = 1;
-                int killed_on_purpose = WIFSIGNALED(status[r]) && WTERMSIG(status[r]) == SIGKILL &&
-                                        __atomic_load_n(&sh->expect_sigkill[r], __ATOMIC_ACQUIRE);
-                if (!(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0) && !killed_on_purpose) {
+                int expected_kill = r == tst_sigkill_ok_rank && WIFSIGNALED(status[r]) &&
+                                    WTERMSIG(status[r]) == SIGKILL;
+                if (!expected_kill && !(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0)) {
                     failed = 1;
                     if (grace_end == 0.0)
                         grace_end = tst_now() + GRACE_S;

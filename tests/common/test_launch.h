@@ -40,6 +40,10 @@ typedef struct {
 /* Body of one rank; a nonzero return (or any tst_fail) fails the run. */
 typedef int (*tst_rank_fn)(tst_ctx_t *ctx, void *arg);
 
+/* A rank whose death by SIGKILL is the test's intent (CCL_FAULT=kill):
+ * tst_run_ranks counts it as a success. -1: none. */
+extern int tst_sigkill_ok_rank;
+
 /* Forks nranks children running fn; 0 when every child exits 0 within
  * tst_timeout(timeout_s) seconds. Prints one summary line either way. */
 int tst_run_ranks(const char *name, int nranks, int timeout_s, tst_rank_fn fn, void *arg);
@@ -53,9 +57,6 @@ void tst_set_case(tst_ctx_t *ctx, const char *fmt, ...) __attribute__((format(pr
 /* Reports a wrong result and continues (all ranks must keep issuing the
  * same collectives, so a rank never stops early on a mere mismatch). */
 void tst_fail(tst_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* This rank is about to be killed with SIGKILL on purpose (a kill -9
- * test): the launcher counts that death as this rank's success. */
-void tst_expect_sigkill(tst_ctx_t *ctx);
 /* Reports an error that leaves the communicator unusable and exits the rank. */
 void tst_fatal(tst_ctx_t *ctx, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));

@@ -495,7 +495,7 @@ static void test_transfer_across_fork(void **state)
         shm_recv_done(&rcv);
     }
     if (failed)
-        shm_conn_poison(&rcv); /* let the child's wait end */
+        shm_conn_poison(&rcv, NULL); /* let the child's wait end */
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     shm_name_unlink(name);
@@ -617,7 +617,7 @@ static void poison_case(int block_receiver, int poison_from_sender)
         usleep(1000);
     usleep(100 * 1000);
     uint64_t t_poison = wait_now_ns();
-    shm_conn_poison(poison_from_sender ? &snd : &rcv);
+    shm_conn_poison(poison_from_sender ? &snd : &rcv, NULL);
     pthread_join(t, NULL);
     double ms = (double)(int64_t)(b.end_ns - t_poison) / 1e6; /* < 0: ended before the poison */
     if (b.rc != CCL_ERR_REMOTE || ms > 1000.0) {
@@ -654,7 +654,7 @@ static void test_poison_before_wait(void **state)
     assert_int_equal(shm_conn_create(&rcv, 4, 64, name, 1), CCL_SUCCESS);
     assert_int_equal(shm_conn_open(&snd, name), CCL_SUCCESS);
     shm_name_unlink(name);
-    shm_conn_poison(&snd);
+    shm_conn_poison(&snd, NULL);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
     const void *slot;
@@ -665,7 +665,7 @@ static void test_poison_before_wait(void **state)
     assert_true(err_message()[0] != '\0');
     shm_conn_close(&snd);
     shm_conn_close(&rcv);
-    shm_conn_poison(&rcv); /* closed: nothing to poison, no crash */
+    shm_conn_poison(&rcv, NULL); /* closed: nothing to poison, no crash */
 }
 
 static void test_check_callback_ends_wait(void **state)
