@@ -144,3 +144,34 @@ ccl_result_t bs_ring_hdr_parse(const void *buf, size_t len, uint32_t seq, uint64
     *out = h;
     return CCL_SUCCESS;
 }
+
+ccl_result_t bs_rejoin_req_parse(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES],
+                                 const char *from, bs_rejoin_req_t *out)
+{
+    bs_rejoin_req_t q;
+    ccl_result_t res = bs_auth_check(buf, len, secret, from);
+    if (res != CCL_SUCCESS)
+        return res;
+    if (len != sizeof q)
+        return err_set(CCL_ERR_REMOTE, "%s: a rejoin request is %zu bytes, this frame %zu", from, sizeof q, len);
+    memcpy(&q, buf, sizeof q);
+    if (q.kind != BS_KIND_REJOIN)
+        return err_set(CCL_ERR_REMOTE, "%s: not a rejoin request (kind 0x%08x)", from, q.kind);
+    if (q.rank < 0 || q.rank >= BS_MAX_RANKS)
+        return err_set(CCL_ERR_REMOTE, "%s: rank %d is out of range", from, q.rank);
+    *out = q;
+    return CCL_SUCCESS;
+}
+
+ccl_result_t bs_rejoin_reply_parse(const void *buf, size_t len, const char *from, bs_rejoin_reply_t *out)
+{
+    bs_rejoin_reply_t r;
+    if (len != sizeof r)
+        return err_set(CCL_ERR_REMOTE, "%s: a rejoin reply is %zu bytes, this one %zu", from, sizeof r, len);
+    memcpy(&r, buf, sizeof r);
+    if (r.magic != BS_MAGIC || (r.status != 0 && r.status != 1))
+        return err_set(CCL_ERR_REMOTE, "%s: answered the rejoin request with a malformed frame (magic 0x%08x, "
+                       "status %d)", from, r.magic, r.status);
+    *out = r;
+    return CCL_SUCCESS;
+}

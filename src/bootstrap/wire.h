@@ -70,6 +70,27 @@ typedef struct {
     uint64_t size; /* bytes per rank */
 } bs_ring_hdr_t;
 
+/* Shrink (rejoin.c): a survivor asks the new communicator's first member,
+ * on that member's bootstrap listener, for the new unique id, and waits
+ * for the reply. */
+#define BS_KIND_REJOIN 0x726a6e31u /* "rjn1" */
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint8_t secret[BS_SECRET_BYTES];
+    uint32_t kind;
+    int32_t rank;  /* the sender's rank in the old communicator */
+    uint64_t tag;
+} bs_rejoin_req_t;
+_Static_assert(offsetof(bs_rejoin_req_t, secret) == offsetof(bs_auth_t, secret),
+               "bs_rejoin_req_t starts with bs_auth_t");
+
+typedef struct {
+    uint32_t magic;
+    int32_t status; /* 0: id follows; 1: the leader expects another tag */
+    ccl_unique_id_t id;
+} bs_rejoin_reply_t;
+
 /* ---- parsers (wire.c) --------------------------------------------------
  * Each takes the bytes as received (len is what arrived, never trusted to
  * be the frame's size) and fills *out only on success. Errors are
@@ -96,5 +117,11 @@ ccl_result_t bs_table_hdr_parse(const void *buf, size_t len, int nranks, const c
 ccl_result_t bs_table_parse(const void *buf, size_t len, int nranks, const char *from, bs_peer_t *out);
 ccl_result_t bs_ring_hdr_parse(const void *buf, size_t len, uint32_t seq, uint64_t size, const char *from,
                                bs_ring_hdr_t *out);
+/* A rejoin request: authenticated, the rejoin kind, a rank that is not
+ * negative. Which ranks may ask is the caller's to check. */
+ccl_result_t bs_rejoin_req_parse(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES],
+                                 const char *from, bs_rejoin_req_t *out);
+/* The reply: magic and a status of 0 or 1 (the id is checked when used). */
+ccl_result_t bs_rejoin_reply_parse(const void *buf, size_t len, const char *from, bs_rejoin_reply_t *out);
 
 #endif

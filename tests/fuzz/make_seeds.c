@@ -97,6 +97,14 @@ int main(int argc, char **argv)
     h.nranks = BS_MAX_RANKS + 1;
     seed("fuzz_bs_hello", "huge-nranks", &h, sizeof h, NULL, 0);
 
+    /* shrink: a survivor's rejoin request, the leader's reply */
+    bs_rejoin_req_t rq = {.magic = BS_MAGIC, .version = BS_VERSION, .kind = BS_KIND_REJOIN, .rank = 3, .tag = 0x99};
+    memset(rq.secret, 0x5a, sizeof rq.secret);
+    seed("fuzz_bs_rejoin", "request", &rq, sizeof rq, NULL, 0);
+    bs_rejoin_reply_t rp = {.magic = BS_MAGIC, .status = 0};
+    memcpy(rp.id.internal, idbuf, sizeof rp.id.internal);
+    seed("fuzz_bs_rejoin", "reply", &rp, sizeof rp, NULL, 0);
+
     /* root's table: expected-count byte (n - 1), header, entries */
     for (int n = 1; n <= 3; n++) {
         unsigned char buf[1 + sizeof(bs_table_hdr_t) + 3 * sizeof(bs_peer_t)];

@@ -6,7 +6,8 @@
  * one with its specific code and a message that names the source and the
  * field (unique id: magic, address, flags, length; hello: secret, version,
  * nranks and rank bounds, its peer entry; root table: header, length, each
- * entry; allgather header: seq and size; CCL_COMM_ID syntax; shm names: no
+ * entry; allgather header: seq and size; shrink's rejoin request and reply:
+ * secret, kind, rank, status; CCL_COMM_ID syntax; shm names: no
  * paths; net hello: comm, rank range, self; socket plugin handle: address,
  * connect state from a peer). Acceptor: a silent connection, garbage and a
  * wrong secret arriving first do not delay the real peer (returned in well
@@ -197,6 +198,38 @@ static void test_ring_hdr_parse(void **state)
     h.magic = 0;
     assert_int_equal(bs_ring_hdr_parse(&h, sizeof h, 3, 64, "rank 1", &out), CCL_ERR_REMOTE);
     assert_true(contains(err_message(), "corrupt"));
+}
+
+static void test_rejoin_parse(void **state)
+{
+    (void)state;
+    bs_rejoin_req_t q = {.magic = BS_MAGIC, .version = BS_VERSION, .kind = BS_KIND_REJOIN, .rank = 3, .tag = 9}, qout,
+                    bad;
+    memcpy(q.secret, test_secret(), BS_SECRET_BYTES);
+    assert_int_equal(bs_rejoin_req_parse(&q, sizeof q, test_secret(), "src", &qout), CCL_SUCCESS);
+    assert_int_equal(qout.rank, 3);
+    bad = q;
+    bad.secret[0] ^= 1;
+    assert_int_equal(bs_rejoin_req_parse(&bad, sizeof bad, test_secret(), "src", &qout), CCL_ERR_REMOTE);
+    assert_true(contains(err_message(), "wrong secret"));
+    bad = q;
+    bad.kind = 0;
+    assert_int_equal(bs_rejoin_req_parse(&bad, sizeof bad, test_secret(), "src", &qout), CCL_ERR_REMOTE);
+    assert_true(contains(err_message(), "not a rejoin request"));
+    bad = q;
+    bad.rank = -2;
+    assert_int_equal(bs_rejoin_req_parse(&bad, sizeof bad, test_secret(), "src", &qout), CCL_ERR_REMOTE);
+    assert_true(contains(err_message(), "rank -2 is out of range"));
+    /* A hello is not a rejoin request, although it proves the secret too. */
+    bs_hello_t h = hello(1, 4);
+    assert_int_equal(bs_rejoin_req_parse(&h, sizeof h, test_secret(), "src", &qout), CCL_ERR_REMOTE);
+
+    bs_rejoin_reply_t r = {.magic = BS_MAGIC, .status = 1}, rout;
+    assert_int_equal(bs_rejoin_reply_parse(&r, sizeof r, "rank 0", &rout), CCL_SUCCESS);
+    r.status = 2;
+    assert_int_equal(bs_rejoin_reply_parse(&r, sizeof r, "rank 0", &rout), CCL_ERR_REMOTE);
+    assert_true(contains(err_message(), "rank 0: answered the rejoin request with a malformed frame"));
+    assert_int_equal(bs_rejoin_reply_parse(&r, 8, "rank 0", &rout), CCL_ERR_REMOTE);
 }
 
 static void test_addr_split(void **state)
@@ -462,6 +495,7 @@ int main(void)
         cmocka_unit_test(test_hello_parse),
         cmocka_unit_test(test_table_parse),
         cmocka_unit_test(test_ring_hdr_parse),
+        cmocka_unit_test(test_rejoin_parse),
         cmocka_unit_test(test_addr_split),
         cmocka_unit_test(test_shm_name_check),
         cmocka_unit_test(test_net_hello_parse),
