@@ -14,9 +14,9 @@
  * that never send anything; the root also gets a flood of silent
  * connections, more than it keeps pending. Then rank 3 starts.
  *
- * Asserted: every rank's init succeeds within a few seconds of rank 3's
- * start (a root or a rank that waited on a silent connection would need
- * 5 s per connection), an allreduce over the four gives the exact sum, and
+ * Asserted: every rank's init succeeds within 8 s of rank 3's start (it
+ * takes about 0.1 s; a root or a rank that waited on each silent
+ * connection would need 5 s per connection, over a minute here), an allreduce over the four gives the exact sum, and
  * each attack connection appears in a WARN line "dropped a connection from
  * <its address>: <reason>" with the reason expected for it (logs go to
  * files through CCL_DEBUG_FILE).
@@ -41,8 +41,10 @@
 #define ATTACKER NRANKS
 #define MAX_CONNS 256
 #define COUNT 4099
-/* Seconds after rank 3's start by which every rank must be through init. */
-#define INIT_LIMIT_S 4
+/* Seconds after rank 3's start by which every rank must be through init:
+ * well above the 0.1 s it takes here, even on a loaded machine, and well
+ * below what waiting 5 s on each silent connection would cost. */
+#define INIT_LIMIT_S 8
 
 typedef struct {
     char from[80];   /* the attacker's end, as the logs print it */
@@ -361,27 +363,26 @@ static char *read_logs(void)
     return all;
 }
 
-/* The WARN line about connection c must exist and give its reason. (A
- * source port may recur towards another target, hence the target too.) */
+/* A WARN line about connection c must exist and give its reason. (A
+ * source port may recur, towards another target or after a close, so the
+ * target is part of the needle and any line with it may give the reason.) */
 static int check_logged(const char *logs, const attack_conn_t *c)
 {
-    char needle[160];
+    char needle[160], line[512] = "";
     snprintf(needle, sizeof needle, "%s: dropped a connection from %s: ", c->target, c->from);
-    const char *at = strstr(logs, needle);
-    if (!at) {
+    for (const char *at = strstr(logs, needle); at; at = strstr(at + 1, needle)) {
+        size_t linelen = strcspn(at, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)(linelen < sizeof line - 1 ? linelen : sizeof line - 1), at);
+        if (!c->expect[0] || strstr(line, c->expect))
+            return 0;
+    }
+    if (!line[0])
         printf("FAIL the %s logged no drop of the attack connection from %s (expected \"%s\")\n", c->target,
                c->from, c->expect);
-        return 1;
-    }
-    size_t linelen = strcspn(at, "\n");
-    char line[512];
-    snprintf(line, sizeof line, "%.*s", (int)(linelen < sizeof line - 1 ? linelen : sizeof line - 1), at);
-    if (c->expect[0] && !strstr(line, c->expect)) {
+    else
         printf("FAIL the %s dropped %s with the wrong reason: \"%s\" (expected \"%s\")\n", c->target, c->from,
                line, c->expect);
-        return 1;
-    }
-    return 0;
+    return 1;
 }
 
 int main(void)
