@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # run_all.sh - runs the whole ccl test suite; `make test` calls it as
-#   BUILD=<dir> ASAN_BUILD=<dir or empty> HAVE_MPICC=<1 or empty> tests/run_all.sh
+#   BUILD=<dir> ASAN_BUILD=<dir or empty> HAVE_MPICC=<1 or empty> HAVE_FUZZ=<1 or empty> tests/run_all.sh
 #
 # Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
 # under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
-# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, the short
+# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, each libFuzzer
+# target over its seed corpus for a few seconds (with clang; otherwise one
+# SKIPPED line), the short
 # multi-node run in network namespaces (tests/cluster/run_short.sh; as root
 # only, otherwise one SKIPPED line), and ccl-info on this machine, with
 # --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
@@ -24,6 +26,7 @@ set -u
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-}
 HAVE_MPICC=${HAVE_MPICC:-}
+HAVE_FUZZ=${HAVE_FUZZ:-}
 SCALE=${TEST_TIMEOUT_SCALE:-1}
 FILTER=${TEST_FILTER:-}
 LOGDIR="$BUILD/test-logs"
@@ -47,6 +50,7 @@ timeout_for() {
     mpi) echo 400 ;;
     perf) echo 300 ;;
     cluster) echo 300 ;;
+    fuzz) echo 60 ;;
     *) echo 300 ;;
     esac
 }
@@ -277,6 +281,29 @@ if [[ -x "$BUILD/bin/ccl-perf" ]]; then
 else
     echo "SKIPPED: perf ($BUILD/bin/ccl-perf not built)"
     skipped=$((skipped + 1))
+fi
+
+# ---- fuzz targets --------------------------------------------------------------
+# Each wire parser's libFuzzer target (tests/fuzz/) over its seed corpus and
+# what earlier runs found, then FUZZ_TEST_SECONDS (2) of new inputs: a
+# smoke run that keeps the suite short; `make fuzz` fuzzes for real.
+fuzz_bins=()
+if [[ -d "$BUILD/fuzz/bin" ]]; then
+    for bin in "$BUILD"/fuzz/bin/fuzz_*; do
+        [[ -f "$bin" && -x "$bin" ]] && fuzz_bins+=("$bin")
+    done
+fi
+if [[ -z "$HAVE_FUZZ" ]]; then
+    echo "SKIPPED: fuzz (clang with libFuzzer not found; install clang to build the targets in tests/fuzz/)"
+    skipped=$((skipped + 1))
+elif [[ ${#fuzz_bins[@]} -eq 0 ]]; then
+    echo "FAIL fuzz (0.0s) (no binaries in $BUILD/fuzz/bin although HAVE_FUZZ=1: run make fuzz-build)"
+    failed=$((failed + 1))
+    failed_names+=("fuzz")
+else
+    for bin in "${fuzz_bins[@]}"; do
+        run_test "fuzz/$(basename "$bin")" fuzz tests/fuzz/run.sh "${FUZZ_TEST_SECONDS:-2}" "$bin"
+    done
 fi
 
 # ---- net transport on one machine (fake nodes) ---------------------------------

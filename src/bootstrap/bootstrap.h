@@ -34,6 +34,7 @@ typedef struct {
     int listen_fd, next_fd, prev_fd;
     bs_peer_t *peers;   /* nranks entries */
     uint64_t timeout_ns;
+    uint32_t seq;       /* bs_allgather calls so far (bs_ring_hdr_t) */
 } bs_t;
 
 /* Writes a new id. Starts the root in this process unless CCL_COMM_ID is set
@@ -57,9 +58,10 @@ void bs_close(bs_t *bs);
 ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, const ccl_unique_id_t *id);
 ccl_result_t bs_rejoin_follow(bs_t *bs, int leader, uint64_t tag, ccl_unique_id_t *id);
 
-/* Internal to the bootstrap layer (root.c). */
+/* Internal to the bootstrap layer (root.c, wire.c). */
 ccl_result_t bs_root_start(const sock_addr_t *addr, const uint8_t secret[BS_SECRET_BYTES],
                            sock_addr_t *bound);
+/* Constant time in where a and b differ. */
 int bs_secret_equal(const uint8_t *a, const uint8_t *b);
 
 #endif

@@ -9,33 +9,18 @@
  * communicator's first member creates a fresh id (a root of its own) and
  * answers, on its listener, each survivor that proves the old secret and
  * names the same rejoin (tag: the members agree on it from the excluded
- * set); everyone then joins the new id as usual. Anything else that
- * arrives on the listener is dropped and logged.
+ * set); everyone then joins the new id as usual. Requests come through an
+ * acceptor (accept.h): anything else that arrives on the listener is
+ * dropped and logged with its address, and a silent or slow stranger does
+ * not hold up the survivors.
  */
-#include "bootstrap/wire.h"
+#include "bootstrap/accept.h"
 #include "core/err.h"
 #include "core/wait.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define BS_KIND_REJOIN 0x726a6e31u /* "rjn1" */
-
-typedef struct {
-    uint32_t magic;
-    uint32_t version;
-    uint8_t secret[BS_SECRET_BYTES];
-    uint32_t kind;
-    int32_t rank;  /* the sender's rank in the old communicator */
-    uint64_t tag;
-} bs_rejoin_req_t;
-
-typedef struct {
-    uint32_t magic;
-    int32_t status; /* 0: id follows; 1: the leader expects another tag */
-    ccl_unique_id_t id;
-} bs_rejoin_reply_t;
 
 static int bs_rejoin_member_index(const int *members, int n, int rank)
 {
@@ -45,16 +30,47 @@ static int bs_rejoin_member_index(const int *members, int n, int rank)
     return -1;
 }
 
+typedef struct {
+    const bs_t *bs;
+    const int *members;
+    int n;
+    const char *served;
+} bs_rejoin_want_t;
+
+/* The acceptor's check: a request from a survivor not answered yet. */
+static ccl_result_t bs_rejoin_check(const void *frame, size_t len, const char *from, void *arg)
+{
+    const bs_rejoin_want_t *w = arg;
+    bs_rejoin_req_t q;
+    ccl_result_t res = bs_rejoin_req_parse(frame, len, w->bs->secret, from, &q);
+    if (res != CCL_SUCCESS)
+        return res;
+    int idx = bs_rejoin_member_index(w->members, w->n, q.rank);
+    if (idx <= 0)
+        return err_set(CCL_ERR_REMOTE, "%s: rank %d is not a survivor that rank %d waits for", from, q.rank,
+                       w->bs->rank);
+    if (w->served[idx])
+        return err_set(CCL_ERR_REMOTE, "%s: rank %d asked already", from, q.rank);
+    return CCL_SUCCESS;
+}
+
 ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, const ccl_unique_id_t *id)
 {
     ccl_result_t res = CCL_SUCCESS;
     uint64_t deadline = wait_now_ns() + bs->timeout_ns;
     char *served = calloc((size_t)n, 1);
     int fd = -1, left = n - 1;
+    bs_acceptor_t *acc = NULL;
+    char who[32];
     if (!served)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+    snprintf(who, sizeof who, "rank %d", bs->rank);
+    /* A survivor waits for the reply: bytes after its request are a stray's. */
+    CCL_TRY(bs_acceptor_open(bs->listen_fd, bs->secret, sizeof(bs_rejoin_req_t), 1, who, &acc));
+    bs_rejoin_want_t want = {bs, members, n, served};
     while (left > 0) {
-        res = sock_accept(bs->listen_fd, deadline, &fd);
+        bs_rejoin_req_t q;
+        res = bs_acceptor_next(acc, bs_rejoin_check, &want, deadline, &fd, &q, NULL);
         if (res != CCL_SUCCESS) {
             char missing[128] = "";
             size_t len = 0;
@@ -64,19 +80,7 @@ ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, c
             err_prefix("rank %d: waiting for ranks %s to ask for the new communicator: ", bs->rank, missing);
             goto out;
         }
-        bs_rejoin_req_t q;
-        uint64_t dl = wait_now_ns() + 5000000000ull;
-        int idx = -1;
-        if (sock_recv_all(fd, &q, sizeof q, dl < deadline ? dl : deadline) == CCL_SUCCESS &&
-            q.magic == BS_MAGIC && q.version == BS_VERSION && q.kind == BS_KIND_REJOIN &&
-            bs_secret_equal(q.secret, bs->secret))
-            idx = bs_rejoin_member_index(members, n, q.rank);
-        if (idx <= 0 || served[idx]) {
-            LOG_WARN(SUB_BOOTSTRAP, "rank %d: dropped a connection on the bootstrap listener that is not a "
-                     "survivor asking to rejoin", bs->rank);
-            sock_close(&fd);
-            continue;
-        }
+        int idx = bs_rejoin_member_index(members, n, q.rank);
         bs_rejoin_reply_t r;
         memset(&r, 0, sizeof r);
         r.magic = BS_MAGIC;
@@ -96,6 +100,7 @@ ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, c
         left--;
     }
 out:
+    bs_acceptor_close(acc);
     sock_close(&fd);
     free(served);
     return res;
@@ -127,8 +132,9 @@ ccl_result_t bs_rejoin_follow(bs_t *bs, int leader, uint64_t tag, ccl_unique_id_
                    sock_addr_str(&bs->peers[leader].addr, abuf, sizeof abuf));
         goto out;
     }
-    if (r.magic != BS_MAGIC || (r.status != 0 && r.status != 1))
-        CCL_FAIL(CCL_ERR_REMOTE, "rank %d answered the rejoin request with a malformed frame", leader);
+    char from[32];
+    snprintf(from, sizeof from, "rank %d", leader);
+    CCL_TRY(bs_rejoin_reply_parse(&r, sizeof r, from, &r));
     if (r.status != 0)
         CCL_FAIL(CCL_ERR_MISMATCH, "rank %d builds the new communicator from another set of excluded ranks "
                  "than rank %d (every survivor must pass the same list)", leader, bs->rank);

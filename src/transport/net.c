@@ -7,7 +7,9 @@
  * accepting the connections of the others. Accepted connections do not say
  * who is calling, so each connection's first message is a hello carrying
  * the caller's rank and the comm's identity; only then are receive
- * connections matched to peers.
+ * connections matched to peers. An accepted connection whose hello is
+ * wrong, fails, or names a peer already connected is dropped with a
+ * warning, and the setup waits for the real one.
  *
  * Slots. Message k on a connection is FIFO slot k: the tag is k (the plugin
  * checks that both ends agree), the size is the slice the executor posted.
@@ -45,7 +47,6 @@
 #include <string.h>
 #include <time.h>
 
-#define NET_HELLO_MAGIC 0x6f6c6c65686c6363ull /* "cclhello" */
 #define NET_HELLO_TAG 0xffffffffu
 #define NET_ERR_MAX 512
 /* How long a failed rank tries to get its notices out before it closes
@@ -60,13 +61,6 @@ void net_activity_bump(void)
     atomic_fetch_add_explicit(&net_bell, 1, memory_order_seq_cst);
     wait_wake(&net_bell, &net_bell_waiters);
 }
-
-typedef struct {
-    uint64_t magic;
-    uint64_t comm_id;  /* the bootstrap's secret hash: refuses strays from other comms */
-    int32_t rank;
-    int32_t nranks;
-} net_hello_t;
 
 /* One direction of the connection to one peer, as the proxy sees it. */
 typedef struct {
@@ -450,17 +444,37 @@ static uint64_t net_comm_id(const bs_t *bs)
     return h;
 }
 
+ccl_result_t net_hello_parse(const void *buf, size_t len, uint64_t comm_id, int nranks, int self, const char *from,
+                             net_hello_t *out)
+{
+    net_hello_t h;
+    if (len != sizeof h)
+        return err_set(CCL_ERR_REMOTE, "%s: a net hello is %zu bytes, this one %zu", from, sizeof h, len);
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != NET_HELLO_MAGIC)
+        return err_set(CCL_ERR_REMOTE, "%s: not a ccl net hello (magic 0x%016llx)", from,
+                       (unsigned long long)h.magic);
+    if (h.comm_id != comm_id)
+        return err_set(CCL_ERR_REMOTE, "%s: a hello from another communicator", from);
+    if (h.nranks != nranks || h.rank < 0 || h.rank >= nranks || h.rank == self)
+        return err_set(CCL_ERR_REMOTE, "%s: rank %d of %d is not a peer of rank %d of %d", from, h.rank, h.nranks,
+                       self, nranks);
+    *out = h;
+    return CCL_SUCCESS;
+}
+
 /* Connects to every remote peer and accepts theirs, hellos included, before
  * the deadline. Both directions progress in one loop since every rank
  * connects and accepts at once. */
-static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *handles, const int *remote)
+static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *handles)
 {
     ccl_result_t res = CCL_SUCCESS;
     const ccl_net_v1_t *fn = net_fns(net);
-    int nremote = net->nconns / 2, naccepted = 0;
-    net_conn_t **accepted = calloc((size_t)nremote + 1, sizeof *accepted);
-    net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending); /* accepted, peer unknown yet */
-    if (!accepted || !pending)
+    int nremote = net->nconns / 2, nmatched = 0, ninflight = 0;
+    /* Accepted connections whose hello has not been matched yet; pcomm
+     * NULL marks a free entry. */
+    net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending);
+    if (!pending)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
     uint64_t deadline = wait_now_ns() + bs->timeout_ns;
     uint64_t comm_id = net_comm_id(bs);
@@ -496,24 +510,22 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                 moved += c->hello_done;
             }
         }
-        while (naccepted < nremote) {
+        while (nmatched + ninflight < nremote) {
             void *rc = NULL;
             CCL_TRY(net_plugin_error(net->plugin, fn->accept(listen_comm, &rc)));
             if (!rc)
                 break;
-            net_conn_t *p = &pending[naccepted];
-            p->pcomm = rc;
-            void *data = &p->hello;
-            size_t size = sizeof p->hello;
-            uint32_t tag = NET_HELLO_TAG;
-            CCL_TRY(net_plugin_error(net->plugin, fn->irecv(rc, 1, &data, &size, &tag, NULL, &p->hello_req)));
-            accepted[naccepted++] = p;
+            net_conn_t *p = pending;
+            while (p->pcomm)
+                p++; /* one is free: fewer than nremote are in flight */
+            *p = (net_conn_t){.pcomm = rc};
+            ninflight++;
             moved++;
         }
-        waiting += nremote - naccepted;
-        for (int a = 0; a < naccepted; a++) {
-            net_conn_t *p = accepted[a];
-            if (p->hello_done)
+        waiting += nremote - nmatched - ninflight;
+        for (int a = 0; a < nremote; a++) {
+            net_conn_t *p = &pending[a];
+            if (!p->pcomm)
                 continue;
             if (!p->hello_req) {
                 void *data = &p->hello;
@@ -526,25 +538,37 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                 }
             }
             size_t got = 0;
-            CCL_TRY(net_plugin_error(net->plugin, fn->test(p->hello_req, &p->hello_done, &got)));
-            if (!p->hello_done) {
+            char from[64];
+            snprintf(from, sizeof from, "rank %d: dropped a net connection", net->rank);
+            ccl_result_t tres = net_plugin_error(net->plugin, fn->test(p->hello_req, &p->hello_done, &got));
+            if (tres == CCL_SUCCESS && !p->hello_done) {
                 waiting++;
                 continue;
             }
             moved++;
-            int q = p->hello.rank;
-            if (got != sizeof p->hello || p->hello.magic != NET_HELLO_MAGIC || p->hello.comm_id != comm_id ||
-                p->hello.nranks != net->nranks || q < 0 || q >= net->nranks || !remote[q])
-                CCL_FAIL(CCL_ERR_REMOTE, "rank %d: a net connection sent a hello that does not belong to this "
-                         "communicator (rank %d of %d)", net->rank, q, (int)p->hello.nranks);
+            net_hello_t h;
             net_conn_t *c = NULL;
-            for (int i = 1; i < net->nconns; i += 2)
-                if (net->conns[i].peer == q)
-                    c = &net->conns[i];
-            if (!c || c->pcomm)
-                CCL_FAIL(CCL_ERR_REMOTE, "rank %d: rank %d connected twice", net->rank, q);
-            c->pcomm = p->pcomm;
+            if (tres != CCL_SUCCESS)
+                LOG_WARN(SUB_NET, "%s: its hello failed: %s", from, err_message());
+            else if (net_hello_parse(&p->hello, got, comm_id, net->nranks, net->rank, from, &h) == CCL_SUCCESS) {
+                for (int i = 1; i < net->nconns; i += 2)
+                    if (net->conns[i].peer == h.rank)
+                        c = &net->conns[i];
+                if (!c)
+                    LOG_WARN(SUB_NET, "%s: rank %d is on this host, not a net peer", from, (int)h.rank);
+                else if (c->pcomm) {
+                    LOG_WARN(SUB_NET, "%s: rank %d is connected already", from, (int)h.rank);
+                    c = NULL;
+                }
+            }
+            if (c) {
+                c->pcomm = p->pcomm;
+                nmatched++;
+            } else {
+                fn->close_recv(p->pcomm); /* nothing to report: the connection is gone */
+            }
             p->pcomm = NULL;
+            ninflight--;
         }
         if (waiting == 0)
             break;
@@ -563,10 +587,9 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
         }
     }
 out:
-    for (int a = 0; a < naccepted; a++)
-        if (accepted[a]->pcomm)
-            fn->close_recv(accepted[a]->pcomm);
-    free(accepted);
+    for (int a = 0; pending && a < nremote; a++)
+        if (pending[a].pcomm)
+            fn->close_recv(pending[a].pcomm);
     free(pending);
     return res;
 }
@@ -611,7 +634,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     }
     res = bs_allgather(bs, handles, CCL_NET_HANDLE_MAXSIZE);
     if (res == CCL_SUCCESS)
-        res = net_setup_conns(net, bs, listen_comm, handles, remote);
+        res = net_setup_conns(net, bs, listen_comm, handles);
     fn->close_listen(listen_comm);
     listen_comm = NULL;
     /* Every rank holds all its connections (or failed) after this. */

@@ -26,6 +26,22 @@
 
 typedef struct net net_t;
 
+/* The first message on every net connection, connector to acceptor:
+ * accepted connections do not say who calls, this does. */
+#define NET_HELLO_MAGIC 0x6f6c6c65686c6363ull /* "cclhello" */
+typedef struct {
+    uint64_t magic;
+    uint64_t comm_id;  /* a hash of the bootstrap's secret: refuses strays from other comms */
+    int32_t rank;
+    int32_t nranks;
+} net_hello_t;
+
+/* Validates a hello of len bytes (what the plugin reported) for this comm:
+ * its comm id, nranks, and a rank in range other than `self`. On failure
+ * CCL_ERR_REMOTE, with a message that starts with `from`. */
+ccl_result_t net_hello_parse(const void *buf, size_t len, uint64_t comm_id, int nranks, int self, const char *from,
+                             net_hello_t *out);
+
 /* Connects this rank to every rank q with remote[q] != 0 (one connection
  * each way) and starts the proxy thread. Fills send_conns[q] and
  * recv_conns[q], the executor's ends of the FIFOs (closed by the caller

@@ -202,6 +202,22 @@ static void shm_ring_doorbell(shm_conn_t *conn)
     }
 }
 
+ccl_result_t shm_name_check(const char *name, size_t len, const char *from)
+{
+    const char *end = memchr(name, '\0', len);
+    size_t at = 5, n = end ? (size_t)(end - name) : 0;
+    int ok = end && n > at && strncmp(name, "/ccl-", at) == 0;
+    if (ok && n == at + 33 && name[at] == 'b') /* the one-shot board's "/ccl-b" */
+        at++;
+    ok = ok && n == at + 32;
+    for (size_t i = at; ok && i < n; i++)
+        ok = (name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f');
+    if (!ok)
+        return err_set(CCL_ERR_REMOTE, "%s: \"%.*s\" is not a ccl shared-memory segment name", from,
+                       (int)(end ? n : (len < 64 ? len : 64)), name);
+    return CCL_SUCCESS;
+}
+
 void shm_name_unlink(const char *name)
 {
     if (name[0])

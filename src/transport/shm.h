@@ -73,6 +73,11 @@ ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, 
                                    _Atomic uint32_t *doorbell, _Atomic uint32_t *doorbell_waiters);
 /* Removes the name; the mapping stays valid. Safe to call twice. */
 void shm_name_unlink(const char *name);
+/* A segment name received from a peer (len bytes): only a name that
+ * shm_conn_create or shm_board_create writes ("/ccl-" or "/ccl-b", then 32
+ * lowercase hex digits) is ever opened, never a path of the peer's choice.
+ * CCL_ERR_REMOTE with a message starting with `from` otherwise. */
+ccl_result_t shm_name_check(const char *name, size_t len, const char *from);
 /* Marks the connection failed so the peer's waits end (abort, errors).
  * why (may be NULL) says what happened, for the peer's error message; the
  * first reason given stays. */

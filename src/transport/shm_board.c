@@ -92,7 +92,10 @@ ccl_result_t shm_board_open(shm_board_t *b, const char *name, int nranks, int ra
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < 4096)
         CCL_FAIL(CCL_ERR_REMOTE, "one-shot board %s is too small", name);
     CCL_TRY(board_map(b, fd, (size_t)st.st_size));
-    if (b->hdr->magic != BOARD_MAGIC || b->hdr->nranks != (uint32_t)nranks ||
+    /* slot_bytes is bounded by the file before board_len multiplies it: a
+     * corrupt one must not wrap around to the right length. */
+    if (nranks < 1 || b->hdr->magic != BOARD_MAGIC || b->hdr->nranks != (uint32_t)nranks ||
+        b->hdr->slot_bytes > ((size_t)st.st_size - 4096) / (2 * (size_t)nranks) ||
         board_len(nranks, b->hdr->slot_bytes) != (size_t)st.st_size) {
         munmap(b->hdr, b->map_len);
         b->hdr = NULL;

@@ -404,6 +404,34 @@ static void run_transfer(uint32_t nslots, size_t slot_size, uint32_t nslices, wa
 
 /* Each policy's check gives up after 10 s: a lost wake-up or a stuck FIFO
  * fails the test instead of hanging it. */
+/* The one-shot board: 0600, and a header whose slot size would wrap the
+ * length check around to the real size is refused (its slots would lie
+ * far outside the mapping). */
+static void test_board_mode_and_corrupt_header(void **state)
+{
+    (void)state;
+    shm_board_t b, o;
+    char name[SHM_NAME_MAX], path[64 + SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(name, "/ccl-b"), CCL_SUCCESS);
+    assert_int_equal(shm_board_create(&b, 4, 64, name), CCL_SUCCESS);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(shm_board_open(&o, name, 4, 1), CCL_SUCCESS);
+    shm_board_close(&o);
+    /* The header starts magic, nranks (4 bytes each), slot_bytes (8). */
+    uint64_t *slot_bytes = (uint64_t *)((char *)b.hdr + 8);
+    assert_int_equal(*slot_bytes, 64);
+    *slot_bytes = 64 + (1ull << 61); /* 2 banks x 4 ranks x this wraps to 512 */
+    assert_int_equal(shm_board_open(&o, name, 4, 1), CCL_ERR_REMOTE);
+    assert_non_null(strstr(err_message(), "corrupt header"));
+    *slot_bytes = 64;
+    assert_int_equal(shm_board_open(&o, name, 3, 1), CCL_ERR_REMOTE);
+    shm_name_unlink(name);
+    shm_board_close(&b);
+}
+
 static void test_transfer_futex_only(void **state)
 {
     (void)state;
@@ -773,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_create_open_unlink),
         cmocka_unit_test(test_open_missing),
         cmocka_unit_test(test_open_corrupt),
+        cmocka_unit_test(test_board_mode_and_corrupt_header),
         cmocka_unit_test(test_transfer_futex_only),
         cmocka_unit_test(test_transfer_spinning),
         cmocka_unit_test(test_transfer_few_slots),
