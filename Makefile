@@ -78,7 +78,9 @@ NVCC_GENCODE := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)
                 -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX)
 # No C++ runtime in libccl: no exceptions, no guarded statics. The fatbin
 # is left uncompressed so tests/gpu/check_fatbin.sh can list its kernels.
-NVCC_FLAGS := -std=c++17 -O3 -g $(NVCC_GENCODE) -no-compress -Iinclude -Isrc -DCCL_HAVE_CUDA=1 \
+# -fmad=false: no a*b+c contracted into one rounding, so the kernels give
+# the host path's bits (the same reduce_ops.h operators).
+NVCC_FLAGS := -std=c++17 -O3 -g -fmad=false $(NVCC_GENCODE) -no-compress -Iinclude -Isrc -DCCL_HAVE_CUDA=1 \
               -Xcompiler -fPIC,-fvisibility=hidden,-fno-exceptions,-fno-threadsafe-statics,-Wall
 CUDA_CFLAGS := -DCCL_HAVE_CUDA=1 -I$(CUDA_ROOT)/include
 # cudart_static dlopens libcuda.so.1 when first used; it needs -ldl -lrt.
@@ -105,6 +107,9 @@ ifeq ($(MPI),1)
 PERF_CC := $(MPICC)
 PERF_CFLAGS += -DCCL_PERF_WITH_MPI=1
 endif
+ifeq ($(CUDA),1)
+PERF_CFLAGS += -DCCL_PERF_WITH_CUDA=1
+endif
 
 UNIT_SRC := $(sort $(wildcard tests/unit/*.c))
 SIM_SRC  := $(sort $(wildcard tests/sim/*.c))
@@ -115,6 +120,13 @@ SIM_BIN  := $(SIM_SRC:tests/sim/%.c=$(BUILD)/tests/sim/%)
 MP_BIN   := $(MP_SRC:tests/mp/%.c=$(BUILD)/tests/mp/%)
 MPI_BIN  := $(MPI_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
 TEST_HELPERS := $(sort $(wildcard tests/common/*.c))
+ifeq ($(CUDA),1)
+NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_ROOT)/lib64/libnccl.so $(CUDA_ROOT)/lib/libnccl.so \
+                   /usr/lib/x86_64-linux-gnu/libnccl.so))))
+HAVE_NCCL := $(if $(and $(NCCL_LIBDIR),$(wildcard $(CUDA_ROOT)/include/nccl.h /usr/include/nccl.h)),1)
+GPU_SRC  := $(filter-out $(if $(HAVE_NCCL),,tests/gpu/nccl_ref.c),$(sort $(wildcard tests/gpu/*.c)))
+GPU_BIN  := $(GPU_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
+endif
 
 HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 HAVE_CMOCKA := $(shell echo 'int main(void){return 0;}' | $(CC) -x c -include stdarg.h -include stddef.h -include setjmp.h -include cmocka.h - -lcmocka -o /dev/null 2>/dev/null && echo 1)
@@ -192,7 +204,8 @@ $(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
-tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
+tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN)) \
+       $(GPU_BIN)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
@@ -216,6 +229,16 @@ $(BUILD)/tests/sim/%: tests/sim/%.c $(LIB_A) $(TEST_HELPERS)
 $(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
+# GPU programs (tests/gpu/run.sh runs them where a GPU is): built with
+# every CUDA build, so a change that breaks them fails `make tests` on
+# machines without a GPU too. nccl_ref (NCCL's figures for comparison) is
+# built only where NCCL is installed beside CUDA.
+$(BUILD)/tests/gpu/%: tests/gpu/%.c tests/gpu/gpu_test.h $(LIB_A) $(TEST_HELPERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/gpu/nccl_ref: tests/gpu/nccl_ref.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl $(LDLIBS)
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
@@ -236,7 +259,8 @@ test: deps
 	@$(MAKE) --no-print-directory run-tests
 
 run-tests:
-	@BUILD=$(BUILD) HAVE_MPICC=$(HAVE_MPICC) HAVE_CMOCKA=$(HAVE_CMOCKA) tests/run_all.sh
+	@BUILD=$(BUILD) HAVE_MPICC=$(HAVE_MPICC) HAVE_CMOCKA=$(HAVE_CMOCKA) CUDA=$(CUDA) CUDA_ARCH="$(CUDA_ARCH)" \
+	    tests/run_all.sh
 
 install: lib perf $(BUILD)/bin/ccl-info
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin

@@ -6,7 +6,9 @@
 # under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
 # ccl-perf smoke check when $BUILD/bin/ccl-perf exists, the short
 # multi-node run in network namespaces (tests/cluster/run_short.sh; as root
-# only, otherwise one SKIPPED line), and ccl-info on this machine, with
+# only, otherwise one SKIPPED line), in a CUDA build the GPU checks
+# (tests/gpu/: the kernel list always, the rest where a GPU is), and
+# ccl-info on this machine, with
 # --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
 # also prints the tail of its log. Full logs go to $BUILD/test-logs/. The
@@ -46,6 +48,7 @@ timeout_for() {
     mpi) echo 400 ;;
     perf) echo 300 ;;
     cluster) echo 300 ;;
+    gpu) echo 900 ;;
     *) echo 300 ;;
     esac
 }
@@ -300,6 +303,26 @@ else
     for part in ompi perf crosscheck algos; do
         MAY_SKIP=1 run_test "cluster/$part" cluster env BUILD="$BUILD" tests/cluster/run_short.sh "$part"
     done
+fi
+
+# ---- GPU ----------------------------------------------------------------------------------
+# In a CUDA build (make sets CUDA=1 when nvcc is found): the library must
+# hold every kernel for every architecture of CUDA_ARCH (no GPU needed, so
+# CI catches a kernel that stops compiling); where a GPU is present,
+# tests/gpu/run.sh runs the GPU checks and benchmarks too.
+if [[ "${CUDA:-0}" == 1 ]]; then
+    run_test "gpu/fatbin" unit env BUILD="$BUILD" CUDA_ARCH="${CUDA_ARCH:-80 90}" tests/gpu/check_fatbin.sh
+    if [[ -n "$FILTER" && "gpu/run" != *"$FILTER"* ]]; then
+        :
+    elif gpu_why=$("$BUILD/tests/gpu/gpu_probe" 2>&1); then
+        run_test "gpu/run" gpu env BUILD="$BUILD" CUDA_ARCH="${CUDA_ARCH:-80 90}" tests/gpu/run.sh --no-build
+    else
+        echo "SKIPPED gpu/run: ${gpu_why:-no gpu_probe}"
+        skipped=$((skipped + 1))
+    fi
+else
+    echo "SKIPPED gpu: host-only build (CUDA=0, or nvcc not found)"
+    skipped=$((skipped + 1))
 fi
 
 # ---- ccl-info smoke -------------------------------------------------------------

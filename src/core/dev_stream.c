@@ -11,16 +11,18 @@
  *   --------------------------          ----------             -------------
  *   copy device inputs -> pinned        [D2H copies]
  *   record event in_ready               [in_ready]     ----->  waits for in_ready
- *   launch the hold kernel              [hold: flag >= seq]    runs the host collective
+ *   hold the stream on a flag           [hold: flag >= seq]    runs the host collective
  *   copy pinned results -> device       [H2D copies]   <-----  writes flag = seq
  *   record event out_done               [out_done]
  *   queue the job, return
  *
  * The worker is a ccl host stream (stream.c) per CUDA stream, so jobs run
  * in the order of their stream and, as on host streams, calls on different
- * streams are not ordered with each other. The hold kernel (wait_cuda.cu)
- * is one thread polling the flag in mapped pinned memory; the flag counts
- * the stream's jobs, so it is written in order and one word serves them all.
+ * streams are not ordered with each other. The hold is the driver's
+ * stream wait on a flag in mapped pinned memory (cuStreamWaitValue32), or
+ * a one-thread kernel polling it (wait_cuda.cu; CCL_CUDA_STREAM_WAIT); the
+ * flag counts the stream's jobs, so it is written in order and one word
+ * serves them all.
  * Each CUDA stream has DSTREAM_NSTAGES pinned staging areas used in turn,
  * so one call's copies overlap the previous call's host collective; an area
  * is reused once its out_done event has passed.
@@ -42,6 +44,7 @@
 #include "core/comm.h"
 #include "core/err.h"
 #include "core/mem.h"
+#include "core/param.h"
 #include "device/cuda_rt.h"
 #include "device/reduce.h"
 
@@ -301,6 +304,23 @@ out:
 
 /* ---- CUDA streams: queued ------------------------------------------------------------ */
 
+/* CCL_CUDA_STREAM_WAIT=kernel: hold streams with the polling kernel even
+ * where the driver's stream wait works (to test that path, or where the
+ * wait misbehaves). */
+static int dstream_hold_kernel(void)
+{
+    static int mode = -1;
+    int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
+    if (m < 0) {
+        const char *v = param_str(PARAM_CUDA_STREAM_WAIT);
+        m = strcmp(v, "kernel") == 0;
+        if (!m && strcmp(v, "auto") != 0 && strcmp(v, "") != 0)
+            LOG_WARN(SUB_ALL, "CCL_CUDA_STREAM_WAIT=%s is neither auto nor kernel: using auto", v);
+        __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
+    }
+    return m;
+}
+
 static ccl_result_t dstream_before(void *arg)
 {
     dstream_job_t *j = arg;
@@ -445,7 +465,7 @@ ccl_result_t dstream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int 
             CCL_TRY(dev_copy_async(st->buf + p->premul_at, a->premul_ptr, dev_dtype_size(a->dtype), stream));
     }
     CCL_TRY(dev_event_record(st->in_ready, stream));
-    CCL_TRY(dev_stream_hold(ds->flag, job->seq, stream));
+    CCL_TRY(dev_stream_hold(ds->flag, job->seq, stream, dstream_hold_kernel()));
     held = 1;
     ds->seq = job->seq;
     for (int i = 0; i < ncalls; i++)

@@ -71,6 +71,7 @@ int dev_cuda_loaded(void)
 #ifdef CCL_HAVE_CUDA
 #include "device/kernels_cuda.h"
 
+#include <cuda.h> /* driver types only: the driver is reached through the runtime */
 #include <cuda_runtime_api.h>
 
 static ccl_result_t dev_cuda_fail(const char *call, cudaError_t e)
@@ -180,8 +181,41 @@ ccl_result_t dev_copy_sync(void *dst, const void *src, size_t bytes)
     return e == cudaSuccess ? CCL_SUCCESS : dev_cuda_fail("cudaMemcpy", e);
 }
 
-ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream)
+/* cuStreamWaitValue32 from the driver, through the runtime (ccl links no
+ * libcuda): the v2 stream memory operations, enabled on every driver
+ * since CUDA 11.7. NULL when the driver does not offer it. */
+typedef CUresult (*dev_wait_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+static pthread_once_t dev_wait_once = PTHREAD_ONCE_INIT;
+static dev_wait_value_fn dev_wait_value;
+static int dev_wait_refused;
+
+static void dev_wait_probe(void)
 {
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+        q == cudaDriverEntryPointSuccess && fn)
+        dev_wait_value = (dev_wait_value_fn)fn;
+    else
+        cudaGetLastError();
+}
+
+ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream, int use_kernel)
+{
+    if (!use_kernel && !__atomic_load_n(&dev_wait_refused, __ATOMIC_RELAXED)) {
+        pthread_once(&dev_wait_once, dev_wait_probe);
+        void *dptr = NULL;
+        if (dev_wait_value && cudaHostGetDevicePointer(&dptr, (void *)flag, 0) == cudaSuccess) {
+            CUresult r = dev_wait_value((CUstream)stream, (CUdeviceptr)(uintptr_t)dptr, target,
+                                        CU_STREAM_WAIT_VALUE_GEQ);
+            if (r == CUDA_SUCCESS)
+                return CCL_SUCCESS;
+            LOG_INFO(SUB_ALL, "cuStreamWaitValue32 failed (CUresult %d): CUDA streams wait with a kernel from now on",
+                     (int)r);
+        }
+        cudaGetLastError();
+        __atomic_store_n(&dev_wait_refused, 1, __ATOMIC_RELAXED);
+    }
     return dev_cuda_wait_flag(flag, target, stream);
 }
 
@@ -255,7 +289,7 @@ ccl_result_t dev_copy_sync(void *dst, const void *src, size_t bytes)
     return dev_unsupported("device copies");
 }
 
-ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream)
+ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream, int use_kernel)
 {
     return dev_unsupported("CUDA streams");
 }

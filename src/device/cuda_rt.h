@@ -55,8 +55,11 @@ ccl_result_t dev_event_sync(void *event);
 ccl_result_t dev_copy_async(void *dst, const void *src, size_t bytes, void *stream);
 ccl_result_t dev_copy_sync(void *dst, const void *src, size_t bytes);
 /* Holds the stream until *flag (dev_host_alloc memory) reaches target
- * (serial-number comparison): the kernel of wait_cuda.cu. */
-ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream);
+ * (serial-number comparison). The driver's stream wait
+ * (cuStreamWaitValue32) does it without occupying the GPU; with
+ * use_kernel, or where the driver refuses it, the polling kernel of
+ * wait_cuda.cu does. */
+ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream, int use_kernel);
 /* The calling thread's current device, -1 when CUDA is not usable. */
 int dev_current_device(void);
 /* The device a stream belongs to (cudaStreamGetDevice), -1 on failure
