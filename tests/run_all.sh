@@ -231,7 +231,9 @@ fi
 
 # ---- ccl-perf smoke -------------------------------------------------------------
 # Every data row must report 0 in each "#wrong" column (-c 1 turns checking
-# on, so "N/A" is a failure too), and at least one row must exist.
+# on, so "N/A" is a failure too), and at least one row must exist. Host
+# memory (-m host) even where a GPU would make device the default:
+# tests/gpu/run.sh runs ccl-perf on device buffers.
 check_perf_output() {
     # PERF_INPLACE_NA=1: collectives without an in-place form (alltoall,
     # scatter, sendrecv) may report N/A in the in-place #wrong column.
@@ -240,13 +242,13 @@ check_perf_output() {
 if [[ -x "$BUILD/bin/ccl-perf" ]]; then
     for coll in allreduce allgather; do
         POST_CHECK=check_perf_output run_test "perf/ccl-perf-$coll" perf \
-            "$BUILD/bin/ccl-perf" --np 3 -b 8 -e 1M -f 8 -c 1 -C "$coll"
+            "$BUILD/bin/ccl-perf" -m host --np 3 -b 8 -e 1M -f 8 -c 1 -C "$coll"
     done
     # Rooted one-shot calls do not wait for everyone (a broadcast's root
     # posts and leaves): 50 checked calls back to back per size and root
     # catch a rank that overwrites a board slot another still reads.
     PERF_INPLACE_NA=1 POST_CHECK=check_perf_output run_test "perf/ccl-perf-rooted-board" perf \
-        "$BUILD/bin/ccl-perf" --np 5 -b 8 -e 4K -f 8 -n 1 -w 0 -c 50 -r -1 -z 1 \
+        "$BUILD/bin/ccl-perf" -m host --np 5 -b 8 -e 4K -f 8 -n 1 -w 0 -c 50 -r -1 -z 1 \
         -C broadcast,scatter,reduce,gather
 else
     echo "SKIPPED: perf ($BUILD/bin/ccl-perf not built)"
@@ -261,7 +263,7 @@ fi
 # tests/cluster/ runs the same across real network namespaces.
 if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
     net_port=$((20000 + RANDOM % 20000))
-    net_perf=(-b 8 -e 300K -f 37 -n 2 -w 1 -C all -d all -o all -c 1 -r -1)
+    net_perf=(-m host -b 8 -e 300K -f 37 -n 2 -w 1 -C all -d all -o all -c 1 -r -1)
     # map:algorithm:zero-copy threshold (1: every net send from the user
     # buffer; empty: the default, above these sizes)
     for case in "0,0,1,1::" "0,0,0,1:ring:" "0,0,0,1:hier:" "0,0,0,1:tree:" "0,0,0,1:rd:" "0,1,0,1::" \
