@@ -23,9 +23,13 @@
  * a one-thread kernel polling it (wait_cuda.cu; CCL_CUDA_STREAM_WAIT); the
  * flag counts the stream's jobs, so it is written in order and one word
  * serves them all.
- * Each CUDA stream has DSTREAM_NSTAGES pinned staging areas used in turn,
- * so one call's copies overlap the previous call's host collective; an area
- * is reused once its out_done event has passed.
+ * Each queued call has a pinned staging area of its own, taken from the
+ * stream's areas whose out_done event has passed, or a new one when all
+ * are in use: the call never waits for an earlier call of the stream to
+ * finish (one thread queueing several calls for one rank before the other
+ * ranks' calls would deadlock on that), so the stream holds as many areas
+ * as it ever had calls in flight, and one call's copies overlap another's
+ * host collective.
  *
  * With a NULL stream, device buffers are staged with blocking copies around
  * a blocking collective (pinned areas come from a shared pool). A ccl host
@@ -52,14 +56,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DSTREAM_NSTAGES 2
 #define DSTREAM_ALIGN 256             /* staged buffers start on this (element alignment and more) */
 #define DSTREAM_GRAIN ((size_t)2 << 20) /* pinned areas grow in these steps */
 /* cudaStreamPerThread: one handle, a different stream in every thread. */
 #define DSTREAM_PER_THREAD ((void *)0x2)
 
 /* One pinned staging area and the events that say when it is in use. */
-typedef struct {
+typedef struct dstream_stage {
+    struct dstream_stage *next;
     char *buf;
     size_t cap;
     void *in_ready; /* the inputs are in buf: the worker may start */
@@ -77,8 +81,7 @@ typedef struct dstream {
     ccl_stream_t worker;         /* a host stream: its thread runs the jobs */
     volatile uint32_t *flag;     /* pinned, mapped: the last job the worker finished */
     uint32_t seq;                /* the last job queued */
-    unsigned next_stage;
-    dstream_stage_t stage[DSTREAM_NSTAGES];
+    dstream_stage_t *stages;
     pthread_mutex_t lock;        /* several threads may queue on one stream */
 } dstream_t;
 
@@ -341,9 +344,13 @@ static void dstream_after(void *arg, ccl_result_t res)
 
 static void dstream_destroy(dstream_t *ds)
 {
-    for (int k = 0; k < DSTREAM_NSTAGES; k++) {
-        dev_event_destroy(ds->stage[k].in_ready);
-        dev_event_destroy(ds->stage[k].out_done);
+    while (ds->stages) {
+        dstream_stage_t *st = ds->stages;
+        ds->stages = st->next;
+        dev_event_destroy(st->in_ready);
+        dev_event_destroy(st->out_done);
+        dev_host_free(st->buf);
+        free(st);
     }
     dev_host_free((void *)ds->flag);
     if (ds->worker)
@@ -364,10 +371,6 @@ static ccl_result_t dstream_create(void *cuda_stream, int device, dstream_t **ou
     ds->thread = pthread_self();
     CCL_TRY(dev_host_alloc((void **)&ds->flag, sizeof *ds->flag));
     *ds->flag = 0;
-    for (int k = 0; k < DSTREAM_NSTAGES; k++) {
-        CCL_TRY(dev_event_create(&ds->stage[k].in_ready));
-        CCL_TRY(dev_event_create(&ds->stage[k].out_done));
-    }
     CCL_TRY(ccl_stream_create(&ds->worker));
     *out = ds;
     ds = NULL;
@@ -406,15 +409,38 @@ static ccl_result_t dstream_get(void *cuda_stream, dstream_t **out)
     return res;
 }
 
-/* A staging area for `bytes`, free once its last use has left it. */
+/* A staging area for `bytes` that no queued call uses: the smallest free
+ * one that is large enough, else a free one grown, else a new one. Called
+ * under ds->lock. */
 static ccl_result_t dstream_stage(dstream_t *ds, size_t bytes, dstream_stage_t **out)
 {
     ccl_result_t res = CCL_SUCCESS;
-    dstream_stage_t *st = &ds->stage[ds->next_stage++ % DSTREAM_NSTAGES];
-    CCL_TRY(dev_event_sync(st->out_done));
-    CCL_TRY(dstream_grow(&st->buf, &st->cap, bytes));
-    *out = st;
+    dstream_stage_t *best = NULL, *st = NULL;
+    for (dstream_stage_t *s = ds->stages; s; s = s->next) {
+        int done = dev_event_done(s->out_done);
+        if (done < 0)
+            return CCL_ERR_CUDA; /* message set */
+        if (done && (!best || (s->cap >= bytes && (best->cap < bytes || s->cap < best->cap))))
+            best = s;
+    }
+    if (!best) {
+        if (!(st = calloc(1, sizeof *st)))
+            CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+        CCL_TRY(dev_event_create(&st->in_ready));
+        CCL_TRY(dev_event_create(&st->out_done));
+        st->next = ds->stages;
+        ds->stages = st;
+        best = st;
+        st = NULL;
+    }
+    CCL_TRY(dstream_grow(&best->buf, &best->cap, bytes));
+    *out = best;
 out:
+    if (st) {
+        dev_event_destroy(st->in_ready);
+        dev_event_destroy(st->out_done);
+        free(st);
+    }
     return res;
 }
 

@@ -169,6 +169,19 @@ ccl_result_t dev_event_sync(void *event)
     return e == cudaSuccess ? CCL_SUCCESS : dev_cuda_fail("cudaEventSynchronize", e);
 }
 
+int dev_event_done(void *event)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaSuccess)
+        return 1;
+    if (e == cudaErrorNotReady) {
+        cudaGetLastError(); /* not an error: do not leave it for the user */
+        return 0;
+    }
+    dev_cuda_fail("cudaEventQuery", e);
+    return -1;
+}
+
 ccl_result_t dev_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream);
@@ -278,6 +291,12 @@ void dev_event_destroy(void *event) {}
 ccl_result_t dev_event_record(void *event, void *stream) { return dev_unsupported("CUDA events"); }
 
 ccl_result_t dev_event_sync(void *event) { return dev_unsupported("CUDA events"); }
+
+int dev_event_done(void *event)
+{
+    dev_unsupported("CUDA events");
+    return -1;
+}
 
 ccl_result_t dev_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {

@@ -49,6 +49,9 @@ ccl_result_t dev_event_record(void *event, void *stream);
 /* Blocks the calling thread until the event's work is done (an event never
  * recorded is done). */
 ccl_result_t dev_event_sync(void *event);
+/* 1 when the event's work is done (or it was never recorded), 0 while it
+ * is pending, -1 on error (message set). Does not block. */
+int dev_event_done(void *event);
 
 /* Copies between any two kinds of memory (unified addressing): on the
  * stream, returning at once; or now, returning when done. */
