@@ -6,22 +6,34 @@
  * communicators, NCCL's argument order) so that code written for NCCL ports
  * call for call; names are lower_snake_case with a ccl_ prefix.
  *
- * Streams and host buffers
- * ------------------------
+ * Streams, host and device buffers
+ * --------------------------------
  * Every collective takes a `ccl_stream_t` as its last argument:
  *   - NULL: the call is blocking. It returns once this rank's part of the
- *     collective is complete and recvbuf holds the result.
+ *     collective is complete and recvbuf holds the result (device buffers
+ *     included: their copies are done too).
  *   - a host stream from ccl_stream_create(): the call is queued and returns
  *     at once; the stream's worker thread runs queued operations in order.
  *     ccl_stream_synchronize() waits for all of them and returns the first
  *     error; ccl_stream_query() polls. Buffers must stay valid and unmodified
- *     until the stream is synchronized (as with a CUDA stream).
- *   - (reserved) a cudaStream_t, cast to ccl_stream_t, for device buffers:
- *     a later release enqueues work on it the way NCCL does. Any pointer that
- *     is not a live ccl host stream is treated as such a CUDA stream; in a
- *     build or on a machine without CUDA this fails with CCL_ERR_UNSUPPORTED.
+ *     until the stream is synchronized (as with a CUDA stream). Host
+ *     buffers only: device buffers there are CCL_ERR_INVALID_USAGE.
+ *   - a cudaStream_t, cast to ccl_stream_t (any pointer that is not a live
+ *     ccl host stream is taken for one): the call is queued on that CUDA
+ *     stream and returns at once, as with NCCL; it runs after the work
+ *     queued before it and before the work queued after it. Buffers may be
+ *     device memory (cudaMalloc, managed) or host memory. Today device
+ *     buffers are staged through pinned host memory around the host
+ *     collective: correct, not fast. In a build without CUDA, or where no
+ *     driver or GPU is found, such a call fails with CCL_ERR_UNSUPPORTED
+ *     ("device buffer passed but no CUDA driver/GPU: ..."). The calling
+ *     thread's current device must be the stream's. A failure after the
+ *     call returned is logged, recorded for ccl_get_last_error(comm), and
+ *     makes the communicator's next call fail.
  * All ranks must issue collectives on a communicator in the same order, as
- * with NCCL and MPI.
+ * with NCCL and MPI. Device buffers are told from host buffers with
+ * cudaPointerGetAttributes, asked only when the process has loaded the CUDA
+ * driver, so host-only programs never initialise CUDA.
  */
 #ifndef CCL_H
 #define CCL_H
@@ -114,7 +126,7 @@ typedef struct {
 } ccl_unique_id_t;
 
 typedef struct ccl_comm *ccl_comm_t;
-/* NULL (blocking), a host stream (ccl_stream_create) or, later, a cudaStream_t. */
+/* NULL (blocking), a host stream (ccl_stream_create) or a cudaStream_t. */
 typedef void *ccl_stream_t;
 
 /* ---- version and errors -------------------------------------------------- */

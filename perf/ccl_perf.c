@@ -126,30 +126,69 @@ static int check_memory(struct perf_ctx *x, const struct perf_rank_info *all)
 
 static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-static void alloc_buffers(struct perf_ctx *x)
+/* Host buffers always (inputs are filled and results checked there);
+ * with -m device, device buffers of the same size for the calls. */
+static void alloc_buffers(struct perf_ctx *x, int local_rank)
 {
     size_t bytes = perf_buffer_bytes(x->a, x->nranks);
     /* Room for the count-1 support probe (ccl_perf_bench.c) at any -e. */
     size_t floor_bytes = 4096 + (size_t)x->nranks * 8;
     x->send_cap = x->recv_cap = round_up(bytes > floor_bytes ? bytes : floor_bytes, 4096);
-    ccl_result_t res = ccl_mem_alloc(&x->send, x->send_cap);
+    ccl_result_t res = ccl_mem_alloc(&x->hsend, x->send_cap);
     if (res == CCL_SUCCESS)
-        res = ccl_mem_alloc(&x->recv, x->recv_cap);
+        res = ccl_mem_alloc(&x->hrecv, x->recv_cap);
     if (res != CCL_SUCCESS)
         perf_die(x, "ccl_mem_alloc", res);
+    x->send = x->hsend;
+    x->recv = x->hrecv;
+    if (x->a->mem == PERF_MEM_DEVICE)
+        perf_dev_setup(x, local_rank);
 }
 
 static void release(struct perf_ctx *x)
 {
     ccl_result_t res = CCL_SUCCESS;
-    if (x->stream && (res = ccl_stream_destroy(x->stream)) != CCL_SUCCESS)
+    if (x->stream && x->device < 0 && (res = ccl_stream_destroy(x->stream)) != CCL_SUCCESS)
         perf_die(x, "ccl_stream_destroy", res);
-    if (x->send)
-        ccl_mem_free(x->send);
-    if (x->recv)
-        ccl_mem_free(x->recv);
+    if (x->device >= 0)
+        perf_dev_release(x);
+    if (x->hsend)
+        ccl_mem_free(x->hsend);
+    if (x->hrecv)
+        ccl_mem_free(x->hrecv);
     if ((res = ccl_comm_destroy(x->comm)) != CCL_SUCCESS)
         perf_die(x, "ccl_comm_destroy", res);
+}
+
+/* This rank's index among the ranks of its machine. */
+static int local_rank_of(const struct perf_ctx *x, const struct perf_rank_info *all)
+{
+    int local = 0;
+    for (int r = 0; r < x->rank; r++)
+        local += same_machine(&all[r], &all[x->rank]);
+    return local;
+}
+
+/* -m: every rank must agree, since a rank with host buffers and one with
+ * device buffers time different things. Default: device when all ranks
+ * can; -m device where one cannot is an error, said by the ranks that
+ * cannot. Returns 0 to go on. */
+static int choose_memory(struct perf_ctx *x, struct perf_args *a)
+{
+    char why[256] = "";
+    if (a->mem == PERF_MEM_HOST)
+        return 0;
+    int can = perf_dev_available(why, sizeof why);
+    int all = (int)perf_allreduce_i64(x, can, CCL_MIN);
+    if (a->mem == PERF_MEM_AUTO) {
+        a->mem = all ? PERF_MEM_DEVICE : PERF_MEM_HOST;
+        return 0;
+    }
+    if (all)
+        return 0;
+    if (!can)
+        fprintf(stderr, "ccl-perf: rank %d: -m device: %s\n", x->rank, why);
+    return 1;
 }
 
 /* The life of one rank; returns its exit status. */
@@ -158,9 +197,11 @@ static int run_rank(const struct perf_args *a, int nranks, int rank, ccl_unique_
 {
     struct perf_ctx x;
     memset(&x, 0, sizeof(x));
-    x.a = a;
+    struct perf_args args = *a; /* -m is settled per run, below */
+    x.a = &args;
     x.rank = rank;
     x.nranks = nranks;
+    x.device = -1;
     ccl_result_t res = ccl_comm_init_rank(&x.comm, nranks, id, rank);
     if (res != CCL_SUCCESS)
         perf_die(&x, "ccl_comm_init_rank", res);
@@ -172,9 +213,13 @@ static int run_rank(const struct perf_args *a, int nranks, int rank, ccl_unique_
     }
     gather_rank_info(&x, ranks);
     int rc = 2;
-    if (check_memory(&x, ranks)) {
-        alloc_buffers(&x);
-        if (!a->blocking && (res = ccl_stream_create(&x.stream)) != CCL_SUCCESS)
+    if (choose_memory(&x, &args)) {
+        rc = EXIT_FAILURE;
+    } else if (check_memory(&x, ranks)) {
+        alloc_buffers(&x, local_rank_of(&x, ranks));
+        if (x.device >= 0)
+            x.stream = a->blocking ? NULL : (ccl_stream_t)x.cuda_stream;
+        else if (!a->blocking && (res = ccl_stream_create(&x.stream)) != CCL_SUCCESS)
             perf_die(&x, "ccl_stream_create", res);
         rc = perf_bench(&x, desc, ranks);
     }

@@ -7,6 +7,7 @@
  *   ccl_perf_coll.c   one entry per collective: counts, bus bandwidth, call, check
  *   ccl_perf_bench.c  the timing loop and nccl-tests' result table
  *   ccl_perf_data.c   dtype table, input fill and result check
+ *   ccl_perf_cuda.c   -m device: GPU buffers, the CUDA stream, host <-> device copies
  */
 #ifndef CCL_PERF_H
 #define CCL_PERF_H
@@ -116,6 +117,9 @@ const char *perf_coll_supported(void);
 
 #define PERF_ALL_ROOTS (-1) /* -r -1: every rank in turn, as nccl-tests */
 
+/* -m: where the buffers live. */
+enum perf_mem { PERF_MEM_AUTO, PERF_MEM_HOST, PERF_MEM_DEVICE };
+
 struct perf_args {
     size_t min_bytes, max_bytes, step_bytes, step_factor;
     int iters, warmup, check, blocking, root, average;
@@ -126,6 +130,7 @@ struct perf_args {
     int dtypes_all, ops_all;
     int np; /* --np, 0 when not given */
     int bind; /* forked ranks pinned to one CPU each (--bind core, default) */
+    enum perf_mem mem; /* -m; AUTO until each rank decides */
 };
 
 /* 0 with *done = 0: run. 0 with *done = 1: --help or --help-env was printed.
@@ -151,9 +156,13 @@ struct perf_ctx {
     const struct perf_args *a;
     ccl_comm_t comm;
     int rank, nranks;
-    ccl_stream_t stream; /* NULL with -z 1 */
-    void *send, *recv;
+    ccl_stream_t stream; /* NULL with -z 1; the CUDA stream with -m device */
+    void *send, *recv;   /* the buffers the calls get (device memory with -m device) */
+    void *hsend, *hrecv; /* where inputs are filled and results checked (== send, recv on the host) */
     size_t send_cap, recv_cap;
+    int device;          /* -m device: the GPU this rank uses, else -1 */
+    void *cuda_stream;   /* -m device: its cudaStream_t */
+    char device_name[96];
     const struct perf_coll *coll; /* of the current table */
     const struct perf_dtype *dt;  /* of the current row */
     int root;                     /* of the current row (0 when not rooted) */
@@ -169,6 +178,26 @@ struct perf_ctx {
  * of the buffers it rotates to, and NCCL's in-place layout when in_place. */
 void perf_call_buffers(const struct perf_ctx *x, int in_place, int iter, char **send,
                        char **recv);
+/* The same slice of the host buffers, where inputs are written and results
+ * read (the call's own buffers when they are host memory). */
+void perf_host_buffers(const struct perf_ctx *x, int in_place, int iter, char **send,
+                       char **recv);
+
+/* ---- device buffers (ccl_perf_cuda.c) --------------------------------------- */
+
+/* 1 when this rank can use a GPU; else 0 and why in msg. No CUDA call
+ * happens before this (forked ranks must not inherit CUDA state). */
+int perf_dev_available(char *msg, size_t len);
+/* Picks GPU local_rank % count, creates the stream and device buffers of
+ * x->send_cap / x->recv_cap (zeroed); exits on failure. */
+void perf_dev_setup(struct perf_ctx *x, int local_rank);
+/* Copies the first `bytes` of both host buffers to the device ones ... */
+void perf_dev_upload(struct perf_ctx *x, size_t bytes);
+/* ... and of the device receive buffer back, after waiting for the stream. */
+void perf_dev_download(struct perf_ctx *x, size_t bytes);
+/* Waits for everything queued on the rank's CUDA stream. */
+void perf_dev_sync(struct perf_ctx *x);
+void perf_dev_release(struct perf_ctx *x);
 /* Runs every requested collective, dtype, op and size and prints the tables
  * on rank 0. Returns the process exit status. */
 int perf_bench(struct perf_ctx *x, const char *launch_desc,

@@ -27,7 +27,7 @@ static const struct option long_opts[] = {
     {"root", required_argument, 0, 'r'},         {"average", required_argument, 0, 'a'},
     {"collective", required_argument, 0, 'C'},   {"np", required_argument, 0, OPT_NP},
     {"help", no_argument, 0, 'h'},               {"help-env", no_argument, 0, OPT_HELP_ENV},
-    {"bind", required_argument, 0, OPT_BIND},
+    {"bind", required_argument, 0, OPT_BIND},   {"memory", required_argument, 0, 'm'},
     {0, 0, 0, 0},
 };
 
@@ -65,6 +65,10 @@ static void usage(FILE *f, const char *prog)
 #endif
             "  --bind <core|none>         forked ranks: one CPU each when they fit, as mpirun binds\n"
             "                             (default core)\n"
+            "  -m,--memory <host|device>  where the buffers live: host (ccl_mem_alloc) or device\n"
+            "                             (cudaMalloc on GPU local-rank %% GPUs; calls go on a CUDA\n"
+            "                             stream, or NULL with -z 1). Default: device when this\n"
+            "                             ccl-perf has CUDA and every rank sees a GPU, else host\n"
             "  -h,--help                  this text\n"
             "  --help-env                 the CCL_* environment variables the library reads\n",
             prog, perf_coll_supported());
@@ -193,6 +197,7 @@ static const char *valid_values(int c)
     case 'r': return "use a rank, or -1 for every rank in turn";
     case 'b': case 'e': case 'i': return "use bytes with an optional K, M or G suffix";
     case 'z': return "use 0 or 1";
+    case 'm': return "use host or device";
     case 'a': return "use 0 (rank 0), 1 (avg), 2 (min) or 3 (max)";
     case 'n': case OPT_NP: return "use a positive integer";
     default: return "use a non-negative integer";
@@ -218,6 +223,10 @@ static int apply_opt(int c, const char *v, struct perf_args *a)
     case 'r': rc = parse_int(v, PERF_ALL_ROOTS, 1 << 30, &a->root); break;
     case 'a': rc = parse_int(v, 0, 3, &a->average); break;
     case OPT_NP: rc = parse_int(v, 1, 4096, &a->np); break;
+    case 'm':
+        rc = strcmp(v, "host") == 0 ? (a->mem = PERF_MEM_HOST, 0)
+             : strcmp(v, "device") == 0 ? (a->mem = PERF_MEM_DEVICE, 0) : -1;
+        break;
     case OPT_BIND:
         if (strcmp(v, "core") && strcmp(v, "none")) {
             fprintf(stderr, "ccl-perf: invalid value '%s' for --bind; use core or none\n", v);
@@ -254,7 +263,7 @@ int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done)
     int c;
     set_defaults(a);
     *done = 0;
-    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:z:r:a:C:h", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:z:r:a:C:m:h", long_opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout, argv[0]);
             *done = 1;

@@ -54,19 +54,31 @@ static size_t row_bytes(const struct perf_ctx *x)
 /* Like nccl-tests, each iteration uses the next slice of the buffers, so
  * small sizes do not always hit the same cache lines. A slice is as large as
  * the larger side: in place, both sides live in the receive buffer. */
-void perf_call_buffers(const struct perf_ctx *x, int in_place, int iter, char **send,
-                       char **recv)
+static void slice_of(const struct perf_ctx *x, void *send_base, void *recv_base, int in_place,
+                     int iter, char **send, char **recv)
 {
     size_t elt = x->dt->size, span = row_bytes(x);
     size_t cap = x->send_cap < x->recv_cap ? x->send_cap : x->recv_cap;
     size_t steps = span ? cap / span : 1;
     size_t k = steps ? (size_t)iter % steps : 0;
-    *recv = (char *)x->recv + k * span;
-    *send = (char *)x->send + k * span;
+    *recv = (char *)recv_base + k * span;
+    *send = (char *)send_base + k * span;
     if (in_place) {
         *send = *recv + (size_t)x->rank * x->cur.send_inplace * elt;
         *recv += (size_t)x->rank * x->cur.recv_inplace * elt;
     }
+}
+
+void perf_call_buffers(const struct perf_ctx *x, int in_place, int iter, char **send,
+                       char **recv)
+{
+    slice_of(x, x->send, x->recv, in_place, iter, send, recv);
+}
+
+void perf_host_buffers(const struct perf_ctx *x, int in_place, int iter, char **send,
+                       char **recv)
+{
+    slice_of(x, x->hsend, x->hrecv, in_place, iter, send, recv);
 }
 
 static void start_coll(struct perf_ctx *x, int in_place, int iter)
@@ -78,9 +90,15 @@ static void start_coll(struct perf_ctx *x, int in_place, int iter)
         perf_die(x, x->coll->run_name, res);
 }
 
-/* With -z 0 calls were only queued; this is where they finish (or fail). */
+/* With -z 0 calls were only queued; this is where they finish (or fail).
+ * On a CUDA stream a failure shows in the comm's error at the next call. */
 static void complete(struct perf_ctx *x)
 {
+    if (x->device >= 0) {
+        if (x->stream)
+            perf_dev_sync(x);
+        return;
+    }
     if (!x->stream)
         return;
     ccl_result_t res = ccl_stream_synchronize(x->stream);
@@ -114,8 +132,12 @@ static void print_header(struct perf_ctx *x, const char *desc,
     const struct perf_args *a = x->a;
     int v = 0;
     ccl_get_version(&v);
-    PRINT("# ccl-perf: %s, %s, host memory, ccl %d.%d.%d\n", x->coll->name, desc, v / 10000,
+    PRINT("# ccl-perf: %s, %s, %s, ccl %d.%d.%d\n", x->coll->name, desc,
+          x->device >= 0 ? "device memory (staged through host memory)" : "host memory", v / 10000,
           v / 100 % 100, v % 100);
+    if (x->device >= 0)
+        PRINT("# rank 0 on %s; calls on a CUDA stream%s\n", x->device_name,
+              a->blocking ? " (NULL: blocking)" : "");
     PRINT("# minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
           a->min_bytes, a->max_bytes, a->step_factor > 1 ? a->step_factor : a->step_bytes,
           a->step_factor > 1 ? "factor" : "bytes", a->warmup, a->iters, a->check);
@@ -196,6 +218,15 @@ static void plan_data(struct perf_ctx *x, struct perf_data *d)
     perf_data_plan(d, x->dt, x->op_index, x->coll->reduces, x->nranks, x->seed);
 }
 
+/* Inputs into the host buffers, then (-m device) into the device ones:
+ * the call's slice is the first row_bytes of each. */
+static void fill(struct perf_ctx *x, const struct perf_data *d, int in_place)
+{
+    x->coll->fill(x, d, in_place);
+    if (x->device >= 0)
+        perf_dev_upload(x, row_bytes(x));
+}
+
 /* Wrong elements over all ranks, or -1 with -c 0. */
 static int64_t check_calls(struct perf_ctx *x, int in_place)
 {
@@ -205,9 +236,11 @@ static int64_t check_calls(struct perf_ctx *x, int in_place)
         struct perf_data d;
         x->seed++; /* fresh values, so a stale result cannot pass */
         plan_data(x, &d);
-        c->fill(x, &d, in_place);
+        fill(x, &d, in_place);
         start_coll(x, in_place, 0);
         complete(x);
+        if (x->device >= 0)
+            perf_dev_download(x, row_bytes(x));
         wrong = perf_allreduce_i64(x, c->check(x, &d, in_place), CCL_SUM);
         if (wrong)
             break;
@@ -227,7 +260,7 @@ static void bench_time(struct perf_ctx *x, int in_place)
     if (x->a->check) {
         struct perf_data d;
         plan_data(x, &d);
-        c->fill(x, &d, in_place);
+        fill(x, &d, in_place);
     }
     run_iters(x, in_place, 1);
     barrier(x);

@@ -4,8 +4,8 @@
  * factor (nccl-tests' getBw), the ccl call, and how a checked call's inputs
  * are laid out and its result is verified against a host reference.
  *
- * Fill and check work on the very pointers the call gets
- * (perf_call_buffers), so in place they follow NCCL's layouts:
+ * Fill and check work on the very pointers the call gets (perf_call_buffers;
+ * with -m device, their host copies), so in place they follow NCCL's layouts:
  *   allgather       sendbuf == recvbuf + rank*count
  *   reduce_scatter  recvbuf == sendbuf + rank*count
  *   gather (root)   sendbuf == recvbuf + root*count
@@ -69,9 +69,11 @@ static double one_bus(int nranks)
 
 static size_t elt(const struct perf_ctx *x) { return x->dt->size; }
 
+/* The host view of the checked call's buffers (the call itself may get
+ * device pointers, ccl_perf_cuda.c). */
 static void call_buffers(const struct perf_ctx *x, int in_place, char **send, char **recv)
 {
-    perf_call_buffers(x, in_place, 0, send, recv);
+    perf_host_buffers(x, in_place, 0, send, recv);
 }
 
 /* ---- allreduce ---------------------------------------------------------- */

@@ -8,7 +8,9 @@
 # target over its seed corpus for a few seconds (with clang; otherwise one
 # SKIPPED line), the short
 # multi-node run in network namespaces (tests/cluster/run_short.sh; as root
-# only, otherwise one SKIPPED line), and ccl-info on this machine, with
+# only, otherwise one SKIPPED line), in a CUDA build the GPU checks
+# (tests/gpu/: the kernel list always, the rest where a GPU is), and
+# ccl-info on this machine, with
 # --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
 # also prints the tail of its log. Full logs go to $BUILD/test-logs/. The
@@ -51,6 +53,7 @@ timeout_for() {
     perf) echo 300 ;;
     cluster) echo 300 ;;
     fuzz) echo 60 ;;
+    gpu) echo 900 ;;
     *) echo 300 ;;
     esac
 }
@@ -261,7 +264,9 @@ fi
 
 # ---- ccl-perf smoke -------------------------------------------------------------
 # Every data row must report 0 in each "#wrong" column (-c 1 turns checking
-# on, so "N/A" is a failure too), and at least one row must exist.
+# on, so "N/A" is a failure too), and at least one row must exist. Host
+# memory (-m host) even where a GPU would make device the default:
+# tests/gpu/run.sh runs ccl-perf on device buffers.
 check_perf_output() {
     # PERF_INPLACE_NA=1: collectives without an in-place form (alltoall,
     # scatter, sendrecv) may report N/A in the in-place #wrong column.
@@ -270,13 +275,13 @@ check_perf_output() {
 if [[ -x "$BUILD/bin/ccl-perf" ]]; then
     for coll in allreduce allgather; do
         POST_CHECK=check_perf_output run_test "perf/ccl-perf-$coll" perf \
-            "$BUILD/bin/ccl-perf" --np 3 -b 8 -e 1M -f 8 -c 1 -C "$coll"
+            "$BUILD/bin/ccl-perf" -m host --np 3 -b 8 -e 1M -f 8 -c 1 -C "$coll"
     done
     # Rooted one-shot calls do not wait for everyone (a broadcast's root
     # posts and leaves): 50 checked calls back to back per size and root
     # catch a rank that overwrites a board slot another still reads.
     PERF_INPLACE_NA=1 POST_CHECK=check_perf_output run_test "perf/ccl-perf-rooted-board" perf \
-        "$BUILD/bin/ccl-perf" --np 5 -b 8 -e 4K -f 8 -n 1 -w 0 -c 50 -r -1 -z 1 \
+        "$BUILD/bin/ccl-perf" -m host --np 5 -b 8 -e 4K -f 8 -n 1 -w 0 -c 50 -r -1 -z 1 \
         -C broadcast,scatter,reduce,gather
 else
     echo "SKIPPED: perf ($BUILD/bin/ccl-perf not built)"
@@ -315,7 +320,7 @@ fi
 # tests/cluster/ runs the same across real network namespaces.
 if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
     net_port=$((20000 + RANDOM % 20000))
-    net_perf=(-b 8 -e 300K -f 37 -n 2 -w 1 -C all -d all -o all -c 1 -r -1)
+    net_perf=(-m host -b 8 -e 300K -f 37 -n 2 -w 1 -C all -d all -o all -c 1 -r -1)
     # map:algorithm:zero-copy threshold (1: every net send from the user
     # buffer; empty: the default, above these sizes)
     for case in "0,0,1,1::" "0,0,0,1:ring:" "0,0,0,1:hier:" "0,0,0,1:tree:" "0,0,0,1:rd:" "0,1,0,1::" \
@@ -360,6 +365,26 @@ else
     for part in ompi perf crosscheck algos faults; do
         MAY_SKIP=1 run_test "cluster/$part" cluster env BUILD="$BUILD" tests/cluster/run_short.sh "$part"
     done
+fi
+
+# ---- GPU ----------------------------------------------------------------------------------
+# In a CUDA build (make sets CUDA=1 when nvcc is found): the library must
+# hold every kernel for every architecture of CUDA_ARCH (no GPU needed, so
+# CI catches a kernel that stops compiling); where a GPU is present,
+# tests/gpu/run.sh runs the GPU checks and benchmarks too.
+if [[ "${CUDA:-0}" == 1 ]]; then
+    run_test "gpu/fatbin" unit env BUILD="$BUILD" CUDA_ARCH="${CUDA_ARCH:-80 90}" tests/gpu/check_fatbin.sh
+    if [[ -n "$FILTER" && "gpu/run" != *"$FILTER"* ]]; then
+        :
+    elif gpu_why=$("$BUILD/tests/gpu/gpu_probe" 2>&1); then
+        run_test "gpu/run" gpu env BUILD="$BUILD" CUDA_ARCH="${CUDA_ARCH:-80 90}" tests/gpu/run.sh --no-build
+    else
+        echo "SKIPPED gpu/run: ${gpu_why:-no gpu_probe}"
+        skipped=$((skipped + 1))
+    fi
+else
+    echo "SKIPPED gpu: host-only build (CUDA=0, or nvcc not found)"
+    skipped=$((skipped + 1))
 fi
 
 # ---- ccl-info smoke -------------------------------------------------------------

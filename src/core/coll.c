@@ -3,8 +3,9 @@
  * which turns calls into schedules and hands them to the host executor.
  *
  * A call is checked (argcheck.c), then run now (NULL stream), queued on a
- * host stream, or, inside ccl_group_start/end, queued in the thread's group
- * (group.c). coll_run handles one call and a group alike: it sorts the
+ * host stream or a CUDA stream (dev_stream.c, which also stages device
+ * buffers of blocking calls), or, inside ccl_group_start/end, queued in the
+ * thread's group (group.c). coll_run handles one call and a group alike: it sorts the
  * calls into one job per communicator, in the order every rank agrees on,
  * locks those communicators, optionally cross-checks the arguments
  * (CCL_CHECK_ARGS), and runs everything together.
@@ -264,9 +265,8 @@ static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char 
     ccl_result_t res = argcheck_coll(a, name);
     if (res == CCL_SUCCESS && sched_coll_reduces(a->coll))
         res = redop_resolve(a->comm, a, name);
-    if (res == CCL_SUCCESS && stream && !stream_is_host(stream))
-        res = err_set(CCL_ERR_UNSUPPORTED, "%s: stream %p is not a ccl host stream, and this build has "
-                      "no CUDA support for device streams", name, stream);
+    if (res == CCL_SUCCESS)
+        res = dstream_classify(a, stream, name);
     if (group_active())
         return group_add(a, res, stream, name);
     if (res != CCL_SUCCESS) {
@@ -275,9 +275,12 @@ static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char 
         return res;
     }
     comm_pending_add(a->comm);
+    /* Queued ones: the stream's worker calls pending_done. */
+    if (dstream_is_cuda(stream))
+        return dstream_enqueue(stream, a, 1);
     if (stream)
-        return stream_enqueue(stream, a, 1); /* the stream's worker calls pending_done */
-    res = coll_run(a, 1);
+        return stream_enqueue(stream, a, 1);
+    res = a->dev_send || a->dev_recv || a->dev_premul ? dstream_run(a, 1) : coll_run(a, 1);
     comm_pending_done(a->comm);
     return res;
 }

@@ -108,6 +108,9 @@ typedef struct {
     const void *premul_ptr;  /* read when the call runs, if not NULL */
     unsigned char premul_scalar[8];
     int internal;            /* ccl's own call (CCL_VERIFY's exchange): never verified itself */
+    /* Filled by dstream_classify: which of the call's buffers (and the
+     * premulsum scalar) are device memory, so go through staging. */
+    unsigned char dev_send, dev_recv, dev_premul;
 } coll_args_t;
 
 /* comm.c */
@@ -203,5 +206,33 @@ const char *tuner_algo_name(algo_t algo);
 /* stream.c: the stream takes a copy of the calls (one call or a group). */
 int stream_is_host(ccl_stream_t stream);
 ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int ncalls);
+/* The staged device path queues its jobs in two steps, so that it can hold
+ * a job before it commits the CUDA stream to waiting for it. On the
+ * worker, `before` runs first (an error skips the calls and is recorded on
+ * their comms), then the calls, then `after` with the result, always. */
+typedef struct {
+    ccl_result_t (*before)(void *arg);
+    void (*after)(void *arg, ccl_result_t res);
+    void *arg;
+} stream_hooks_t;
+typedef struct stream_op stream_op_t;
+/* NULL when out of memory (message set); the calls keep their pending counts. */
+stream_op_t *stream_op_new(const coll_args_t *calls, int ncalls, const stream_hooks_t *hooks);
+void stream_op_submit(ccl_stream_t stream, stream_op_t *op);
+
+/* dev_stream.c: device buffers (staged through pinned host memory). Sets
+ * the dev_* flags of a checked call; CCL_SUCCESS or the refusal (device
+ * buffers on a ccl host stream, a CUDA stream where CUDA cannot run). Host
+ * pointers in a process without the CUDA driver cost ~15 ns here. */
+ccl_result_t dstream_classify(coll_args_t *args, ccl_stream_t stream, const char *name);
+/* Whether a stream passed to a collective is a CUDA stream (not NULL and
+ * not a ccl host stream). */
+int dstream_is_cuda(ccl_stream_t stream);
+/* Runs calls now, like coll_run, staging the device buffers among them
+ * (NULL stream: blocks until the results are in device memory). */
+ccl_result_t dstream_run(const coll_args_t *calls, int ncalls);
+/* Queues calls on a CUDA stream and returns at once; takes over their
+ * pending counts, as stream_enqueue does. */
+ccl_result_t dstream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int ncalls);
 
 #endif

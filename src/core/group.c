@@ -131,10 +131,13 @@ CCL_API ccl_result_t ccl_group_end(void)
         return CCL_SUCCESS;
     if (group.stream) {
         /* The stream's worker calls pending_done for each call. */
-        res = stream_enqueue(group.stream, group.calls, group.ncalls);
+        if (dstream_is_cuda(group.stream))
+            res = dstream_enqueue(group.stream, group.calls, group.ncalls);
+        else
+            res = stream_enqueue(group.stream, group.calls, group.ncalls);
         group.ncalls = 0; /* the stream (or, failing, enqueue) released them */
     } else {
-        res = coll_run(group.calls, group.ncalls);
+        res = dstream_run(group.calls, group.ncalls);
     }
     group_reset();
     return res;

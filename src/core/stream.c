@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One queued call, or a group's calls run together. */
-typedef struct stream_op {
+/* One queued call, or a group's calls run together, with the hooks of
+ * the staged device path (dev_stream.c) around them. */
+struct stream_op {
     struct stream_op *next;
+    stream_hooks_t hooks;
     int ncalls;
     coll_args_t calls[];
-} stream_op_t;
+};
 
 typedef struct {
     pthread_t thread;
@@ -55,7 +57,14 @@ static void *stream_main(void *p)
         s->busy = 1;
         pthread_mutex_unlock(&s->lock);
 
-        ccl_result_t res = coll_run(op->calls, op->ncalls);
+        ccl_result_t res = op->hooks.before ? op->hooks.before(op->hooks.arg) : CCL_SUCCESS;
+        if (res == CCL_SUCCESS)
+            res = coll_run(op->calls, op->ncalls);
+        else
+            for (int i = 0; i < op->ncalls; i++)
+                comm_record_error(op->calls[i].comm);
+        if (op->hooks.after)
+            op->hooks.after(op->hooks.arg, res);
 
         pthread_mutex_lock(&s->lock);
         if (res != CCL_SUCCESS && s->first_error == CCL_SUCCESS) {
@@ -75,18 +84,23 @@ static void *stream_main(void *p)
     return NULL;
 }
 
-ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int ncalls)
+stream_op_t *stream_op_new(const coll_args_t *calls, int ncalls, const stream_hooks_t *hooks)
 {
-    host_stream_t *s = stream;
     stream_op_t *op = malloc(sizeof *op + (size_t)ncalls * sizeof op->calls[0]);
     if (!op) {
-        for (int i = 0; i < ncalls; i++)
-            comm_pending_done(calls[i].comm);
-        return err_set(CCL_ERR_SYSTEM, "out of memory queueing %d calls", ncalls);
+        err_set(CCL_ERR_SYSTEM, "out of memory queueing %d calls", ncalls);
+        return NULL;
     }
     memcpy(op->calls, calls, (size_t)ncalls * sizeof op->calls[0]);
     op->ncalls = ncalls;
     op->next = NULL;
+    op->hooks = hooks ? *hooks : (stream_hooks_t){NULL, NULL, NULL};
+    return op;
+}
+
+void stream_op_submit(ccl_stream_t stream, stream_op_t *op)
+{
+    host_stream_t *s = stream;
     pthread_mutex_lock(&s->lock);
     if (s->tail)
         s->tail->next = op;
@@ -95,6 +109,17 @@ ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int n
     s->tail = op;
     pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->lock);
+}
+
+ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int ncalls)
+{
+    stream_op_t *op = stream_op_new(calls, ncalls, NULL);
+    if (!op) {
+        for (int i = 0; i < ncalls; i++)
+            comm_pending_done(calls[i].comm);
+        return CCL_ERR_SYSTEM;
+    }
+    stream_op_submit(stream, op);
     return CCL_SUCCESS;
 }
 

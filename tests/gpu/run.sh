@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# run.sh - ccl's GPU checks and benchmarks, in one go (under 5 minutes on
+# one H200). On a machine without a GPU it builds, checks that every kernel
+# is in the library, says there is no GPU and exits 0.
+#
+#   tests/gpu/run.sh              build (make -j, CUDA=1), then everything below
+#   tests/gpu/run.sh --no-build   use what BUILD (default build) holds
+#
+# Steps, each under its own time limit, logs in $BUILD/gpu-logs/:
+#   fatbin     every kernel as SASS for each CUDA_ARCH and as PTX (no GPU needed)
+#   kernels    test_gpu_kernels: each reduction kernel (dtype x op x sources x
+#              destinations x alignment) and the copy and hold kernels, bit
+#              for bit against the host path
+#   stream     test_gpu_stream: CUDA stream semantics of device-buffer calls
+#              (returns at once, stream order, queues, groups, refusals),
+#              once with the driver's stream wait and once with the polling kernel
+#   colls      test_gpu_colls: every collective x dtype x op on device buffers
+#              for 1..8 ranks sharing the GPU, against the host reference
+#   perf       ccl-perf -m device, every collective, dtype and op, 4 ranks, #wrong 0
+#   bench      bench_gpu: reduce f32/bf16 sum of two 1 GiB buffers against
+#              cudaMemcpy D2D and ccl's copy kernel, in the same run
+#   allreduce  ccl-perf -m device: 4 ranks on the GPU, allreduce of 1 GiB, busbw
+#   nccl       NCCL on the same GPU (one rank), where NCCL is installed
+# and a short table last. Nothing here changes the GPU's settings (clocks,
+# persistence, compute mode, MIG). The exit status is non-zero when a
+# check failed; benchmarks only fail when their run fails.
+#
+# Environment: BUILD, CUDA_ARCH (passed to make), GPU_BENCH_MIB (buffer
+# size of the benchmarks, default 1024).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+
+BUILD=${BUILD:-build}
+BENCH_MIB=${GPU_BENCH_MIB:-1024}
+LOGS=$BUILD/gpu-logs
+build=1
+[[ ${1:-} == --no-build ]] && build=0
+
+if [[ $build == 1 ]]; then
+    echo "== build (make -j$(nproc) all tests CUDA=1)"
+    make -j"$(nproc)" CUDA=1 BUILD="$BUILD" all tests >"$BUILD.gpu-build.log" 2>&1 || {
+        tail -n 30 "$BUILD.gpu-build.log"
+        echo "FAIL build (log: $BUILD.gpu-build.log)"
+        exit 1
+    }
+fi
+mkdir -p "$LOGS" || exit 2
+
+rows=()
+failed=0
+# step <name> <limit s> <command...>: PASS/FAIL with time; the log is kept.
+step() {
+    local name=$1 limit=$2 start=$SECONDS rc
+    shift 2
+    timeout -k 10 "$limit" "$@" >"$LOGS/$name.log" 2>&1 </dev/null
+    rc=$?
+    local t=$((SECONDS - start))
+    if [[ $rc -eq 0 ]]; then
+        echo "PASS $name (${t}s)"
+        rows+=("$name|PASS|${t}s|$(summary_of "$name")")
+    else
+        echo "FAIL $name (${t}s, exit $rc$([[ $rc -eq 124 ]] && echo ", timed out after ${limit}s"))"
+        tail -n 25 "$LOGS/$name.log" | sed 's/^/    /'
+        rows+=("$name|FAIL|${t}s|exit $rc, log $LOGS/$name.log")
+        failed=$((failed + 1))
+    fi
+    return $rc
+}
+
+# One line of figures per step for the table.
+summary_of() {
+    local log=$LOGS/$1.log
+    case $1 in
+    kernels) grep -o '[0-9]* checks, [0-9]* failed' "$log" | tail -n 1 ;;
+    colls) grep -c 'cases checked' "$log" | sed 's/$/ rank counts/' ;;
+    perf) awk '/Out of bounds/ { n += $NF == "OK" ? 0 : 1; t++ } END { printf "%d tables, %d with wrong results", t, n }' "$log" ;;
+    bench) awk '$1 == "bench" { printf "%s %.0f GB/s  ", $2, $5 }' "$log" ;;
+    allreduce) awk '!/^#/ && NF >= 13 { printf "%s B: busbw %.2f GB/s out of place, %.2f in place", $1, $8, $12 }' "$log" ;;
+    nccl) awk '$1 == "bench" { printf "1 rank algbw %.0f GB/s  ", $5 } /4 ranks on one GPU/ { sub(/^# nccl: /, ""); printf "%s", $0 }' "$log" ;;
+    *) echo "" ;;
+    esac
+}
+
+check_perf() { awk -v na_ok=1 -f tests/common/check_perf.awk "$1"; }
+
+step fatbin 60 env BUILD="$BUILD" CUDA_ARCH="${CUDA_ARCH:-80 90}" tests/gpu/check_fatbin.sh
+
+if ! probe=$("$BUILD/tests/gpu/gpu_probe" 2>&1); then
+    echo "$probe"
+    echo "no GPU: compiled only (the fatbin check above is all that ran)"
+    [[ $failed -eq 0 ]]
+    exit
+fi
+echo "$probe"
+
+step kernels 180 "$BUILD/tests/gpu/test_gpu_kernels"
+step stream 180 env CCL_CUDA_STREAM_WAIT=auto "$BUILD/tests/gpu/test_gpu_stream"
+step stream-kernel 180 env CCL_CUDA_STREAM_WAIT=kernel "$BUILD/tests/gpu/test_gpu_stream"
+step colls 300 "$BUILD/tests/gpu/test_gpu_colls"
+if step perf 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b 8 -e 256K -f 64 -n 1 -w 1 -c 1 -C all -d all -o all; then
+    check_perf "$LOGS/perf.log" >>"$LOGS/perf.log" 2>&1 || {
+        echo "FAIL perf: a #wrong column is not 0"
+        failed=$((failed + 1))
+    }
+fi
+step bench 120 "$BUILD/tests/gpu/bench_gpu" "$BENCH_MIB"
+step allreduce 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b "${BENCH_MIB}M" -e "${BENCH_MIB}M" -n 3 -w 1 -c 1 -C allreduce
+if [[ -x $BUILD/tests/gpu/nccl_ref ]]; then
+    step nccl 120 "$BUILD/tests/gpu/nccl_ref" "$BENCH_MIB"
+else
+    rows+=("nccl|SKIP|0s|NCCL not installed beside CUDA at build time")
+fi
+
+echo
+echo "== GPU summary ($(head -n 1 <<<"$probe"))"
+printf '%-14s %-5s %6s  %s\n' step result time figures
+for r in "${rows[@]}"; do
+    IFS='|' read -r n res t fig <<<"$r"
+    printf '%-14s %-5s %6s  %s\n' "$n" "$res" "$t" "$fig"
+done
+grep '^#' "$LOGS/bench.log" 2>/dev/null
+passed=$(printf '%s\n' "${rows[@]}" | grep -c '|PASS|')
+echo "gpu: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
