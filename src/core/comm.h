@@ -62,6 +62,9 @@ struct ccl_comm {
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 
     pthread_mutex_t exec_lock; /* one collective at a time per comm */
+    /* The bootstrap ring after init (ccl_comm_split): not exec_lock, which a
+     * collective holds while it waits for peers that may be in the split. */
+    pthread_mutex_t bs_lock;
     sched_t sched;             /* reused schedule storage, under exec_lock */
     void *eng_arena;           /* reused engine state, under exec_lock */
     size_t eng_arena_cap;

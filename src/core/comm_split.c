@@ -31,13 +31,16 @@ static int split_cmp(const void *x, const void *y)
 
 CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t *newcomm)
 {
-    ccl_result_t res = CCL_SUCCESS;
+    ccl_result_t res = CCL_SUCCESS, idres = CCL_SUCCESS;
     split_entry_t *all = NULL, *mine = NULL;
     ccl_unique_id_t *ids = NULL;
     int locked = 0, n = 0, newrank = -1, nmine = 0;
     err_clear();
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_split: comm is NULL or destroyed");
+    /* A destroy or abort in another thread waits for us instead of freeing
+     * the ring under us. */
+    comm_pending_add(comm);
     if (!newcomm)
         CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_split: newcomm is NULL");
     *newcomm = NULL;
@@ -50,10 +53,12 @@ CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_com
     ids = calloc((size_t)n, sizeof *ids);
     if (!all || !mine || !ids)
         CCL_FAIL(CCL_ERR_SYSTEM, "ccl_comm_split: out of memory for %d ranks", n);
-    /* The bootstrap ring is also used by CCL_CHECK_ARGS inside calls. */
-    pthread_mutex_lock(&comm->exec_lock);
+    /* Not exec_lock: a collective on comm (a stream's, another thread's)
+     * holds it while it waits for peers that may be here, in the split,
+     * waiting for us. The ring carries nothing else after init. */
+    pthread_mutex_lock(&comm->bs_lock);
     locked = 1;
-    if (atomic_load(&comm->aborted) || comm->broken)
+    if (atomic_load(&comm->aborted) || atomic_load(&comm->broken_code) != CCL_SUCCESS)
         CCL_FAIL(CCL_ERR_INVALID_USAGE, "ccl_comm_split: the communicator failed or was aborted; "
                  "ccl_comm_shrink builds a new one from the survivors");
     all[comm->rank] = (split_entry_t){color, key, comm->rank};
@@ -65,21 +70,29 @@ CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_com
     for (int i = 0; i < nmine; i++)
         if (mine[i].rank == comm->rank)
             newrank = i;
+    /* A leader that cannot make an id still takes part in the exchange
+     * (leaving it zeroed), so the others fail at once rather than wait. */
     if (newrank == 0)
-        CCL_TRY(bs_id_create_local(&ids[comm->rank]));
+        idres = bs_id_create_local(&ids[comm->rank]);
     CCL_TRY(bs_allgather(&comm->bs, ids, sizeof *ids));
-    pthread_mutex_unlock(&comm->exec_lock);
+    pthread_mutex_unlock(&comm->bs_lock);
     locked = 0;
-    if (color != CCL_SPLIT_NOCOLOR)
+    CCL_TRY(idres);
+    if (color != CCL_SPLIT_NOCOLOR) {
+        static const ccl_unique_id_t none;
+        if (memcmp(&ids[mine[0].rank], &none, sizeof none) == 0)
+            CCL_FAIL(CCL_ERR_REMOTE, "rank %d, the first of color %d, could not create the new communicator's id",
+                     mine[0].rank, color);
         CCL_TRY(comm_create(newcomm, nmine, &ids[mine[0].rank], newrank));
+    }
 out:
     if (locked)
-        pthread_mutex_unlock(&comm->exec_lock);
+        pthread_mutex_unlock(&comm->bs_lock);
     if (res != CCL_SUCCESS) {
-        err_prefix("ccl_comm_split (rank %d, color %d): ", comm_is_live(comm) ? comm->rank : -1, color);
-        if (comm_is_live(comm))
-            comm_record_error(comm);
+        err_prefix("ccl_comm_split (rank %d, color %d): ", comm->rank, color);
+        comm_record_error(comm);
     }
+    comm_pending_done(comm); /* last: destroy may free comm now */
     free(all);
     free(mine);
     free(ids);
