@@ -83,7 +83,6 @@ struct ccl_comm {
     uint64_t verify_calls;     /* verifiable calls run, under exec_lock */
     int broken;                /* an earlier collective failed mid-way */
     _Atomic int broken_code;   /* ... with this result (ccl_comm_get_async_error) */
-    _Atomic uint64_t shrinks;  /* ccl_comm_shrink calls on this comm */
 
     _Atomic int aborted;
     pthread_mutex_t pending_lock;

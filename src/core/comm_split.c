@@ -99,14 +99,28 @@ out:
     return res;
 }
 
-/* The survivors' common name for this shrink: the excluded set and how
- * many shrinks of this comm came before. */
-static uint64_t shrink_tag(const char *excluded, int n, uint64_t round)
+/* The survivors' common name for this shrink: the excluded set. Not how
+ * many shrinks of comm came before: ranks excluded from one shrink do not
+ * call it, so they could not count it, and a later shrink of the same comm
+ * with them in it would look like a mismatch. A follower's request cannot
+ * reach a later shrink's leader: every member of one shrink finishes its
+ * new comm (which needs all of them) before it starts the next. */
+static uint64_t shrink_tag(const char *excluded, int n)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ round;
+    uint64_t h = 0xcbf29ce484222325ull;
     for (int i = 0; i < n; i++)
         h = (h ^ (uint64_t)(excluded[i] ? i + 1 : 0)) * 0x100000001b3ull;
     return h;
+}
+
+/* Whether rank q of comm is known to have exited. Only ranks of this host:
+ * elsewhere a pid means nothing to us. */
+static int comm_rank_gone(void *arg, int q)
+{
+    struct ccl_comm *comm = arg;
+    const bs_peer_t *p = &comm->bs.peers[q];
+    return q != comm->rank && comm->layout.node_of[q] == comm->layout.node_of[comm->rank] &&
+           p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid);
 }
 
 CCL_API ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, int nexclude, ccl_comm_t *newcomm)
@@ -117,6 +131,9 @@ CCL_API ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, 
     err_clear();
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_shrink: comm is NULL or destroyed");
+    /* An abort of comm in another thread (a blocked call's) waits for us
+     * instead of closing the listener under us. */
+    comm_pending_add(comm);
     if (!newcomm)
         CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_shrink: newcomm is NULL");
     *newcomm = NULL;
@@ -145,22 +162,21 @@ CCL_API ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, 
                 newrank = nmembers;
             members[nmembers++] = i;
         }
-    uint64_t tag = shrink_tag(excluded, n, atomic_fetch_add(&comm->shrinks, 1));
+    uint64_t tag = shrink_tag(excluded, n);
     ccl_unique_id_t id;
-    if (newrank == 0) {
-        CCL_TRY(bs_id_create_local(&id));
-        CCL_TRY(bs_rejoin_lead(&comm->bs, members, nmembers, tag, &id));
-    } else {
+    if (newrank == 0)
+        CCL_TRY(bs_rejoin_lead(&comm->bs, members, nmembers, tag, comm_rank_gone, comm, &id));
+    else
         CCL_TRY(bs_rejoin_follow(&comm->bs, members[0], tag, &id));
-    }
     CCL_TRY(comm_create(newcomm, nmembers, &id, newrank));
     LOG_INFO(SUB_INIT, "ccl_comm_shrink: rank %d of %d is rank %d of %d in the new communicator", comm->rank, n,
              newrank, nmembers);
 out:
-    if (res != CCL_SUCCESS && comm_is_live(comm)) {
+    if (res != CCL_SUCCESS) {
         err_prefix("ccl_comm_shrink (rank %d): ", comm->rank);
         comm_record_error(comm);
     }
+    comm_pending_done(comm); /* last: an abort may free comm now */
     free(excluded);
     free(members);
     return res;
@@ -188,9 +204,7 @@ CCL_API ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *asy
     } else {
         for (int q = 0; q < comm->nranks; q++) {
             const bs_peer_t *p = &comm->bs.peers[q];
-            if (q == comm->rank || comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
-                continue;
-            if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid)) {
+            if (comm_rank_gone(comm, q)) {
                 e = err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited", q, (int)p->pid, p->hostname);
                 break;
             }
