@@ -204,6 +204,10 @@ CCL_API ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *asy
     } else {
         for (int q = 0; q < comm->nranks; q++) {
             const bs_peer_t *p = &comm->bs.peers[q];
+            /* A rank that destroyed its comm, then exited, left in order:
+             * not an error until a call needs it (that call names it). */
+            if (shm_conn_closed(&comm->recv_conns[q]))
+                continue;
             if (comm_rank_gone(comm, q)) {
                 e = err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited", q, (int)p->pid, p->hostname);
                 break;
