@@ -169,13 +169,17 @@ ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *async_error
 #define CCL_SPLIT_NOCOLOR (-1)
 /* Collective over every rank of comm (which must be healthy): ranks that
  * pass the same color form a new comm, ranked by key, then by their rank in
- * comm. CCL_SPLIT_NOCOLOR: *newcomm is NULL. */
+ * comm. CCL_SPLIT_NOCOLOR: *newcomm is NULL. May run while another thread
+ * or a host stream is in a call on comm. */
 ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t *newcomm);
 /* Called by every rank of comm not in exclude_ranks, all with the same list:
  * they form a new comm, in their order in comm, without touching comm's
- * data connections (comm may be broken: ranks dead, connections poisoned).
- * Excluded ranks must not call. Abort or destroy comm afterwards. Like
- * ncclCommShrink and MPIX_Comm_shrink. */
+ * data connections (comm may be broken: ranks dead, connections poisoned)
+ * and without waiting for calls in flight on it. Excluded ranks must not
+ * call. Another list on any caller is CCL_ERR_MISMATCH on every caller; a
+ * first survivor that is gone, CCL_ERR_REMOTE naming it. Abort or destroy
+ * comm afterwards (that ends its calls in flight). Like ncclCommShrink
+ * with NCCL_SHRINK_DEFAULT, and MPIX_Comm_shrink. */
 ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, int nexclude, ccl_comm_t *newcomm);
 
 /* ---- memory -------------------------------------------------------------- */

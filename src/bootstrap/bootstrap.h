@@ -52,10 +52,15 @@ ccl_result_t bs_barrier(bs_t *bs);
 void bs_close(bs_t *bs);
 
 /* rejoin.c: a new communicator from some members of this one, without its
- * ring (shrink). members[0] (the caller of bs_rejoin_lead) hands id to
- * every other member, which calls bs_rejoin_follow; all pass the same tag,
- * or both sides fail with CCL_ERR_MISMATCH. */
-ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, const ccl_unique_id_t *id);
+ * ring (shrink). members[0] (the caller of bs_rejoin_lead) waits for every
+ * other member to call bs_rejoin_follow, then creates the new id and hands
+ * it to all; all pass the same tag, or every caller fails with
+ * CCL_ERR_MISMATCH. gone (may be NULL) says whether a rank of this
+ * communicator is known to have exited: the leader then gives up at once
+ * and tells the members waiting on it. */
+typedef int (*bs_gone_fn)(void *arg, int rank);
+ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, bs_gone_fn gone, void *gone_arg,
+                            ccl_unique_id_t *id);
 ccl_result_t bs_rejoin_follow(bs_t *bs, int leader, uint64_t tag, ccl_unique_id_t *id);
 
 /* Internal to the bootstrap layer (root.c, wire.c). */

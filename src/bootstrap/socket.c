@@ -228,7 +228,9 @@ out:
     return res;
 }
 
-ccl_result_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd_out)
+/* retry_refused: the listener may not be up yet (init), so a refusal is
+ * retried; otherwise it is final (CCL_ERR_REMOTE). */
+static ccl_result_t sock_connect_until(const sock_addr_t *addr, uint64_t deadline, int retry_refused, int *fd_out)
 {
     char abuf[80];
     int last_errno = 0;
@@ -256,6 +258,9 @@ ccl_result_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd_ou
         }
         last_errno = errno;
         close(fd);
+        if (last_errno == ECONNREFUSED && !retry_refused)
+            return err_set(CCL_ERR_REMOTE, "connect to %s refused: nothing listens there any more",
+                           sock_addr_str(addr, abuf, sizeof abuf));
         if (last_errno != ECONNREFUSED && last_errno != ETIMEDOUT && last_errno != EAGAIN &&
             last_errno != ECONNRESET && last_errno != EHOSTUNREACH && last_errno != ENETUNREACH)
             break;
@@ -267,6 +272,16 @@ ccl_result_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd_ou
     return err_set(last_errno == 0 || last_errno == ETIMEDOUT || last_errno == ECONNREFUSED ? CCL_ERR_TIMEOUT : CCL_ERR_SYSTEM,
                    "connect to %s failed: %s", sock_addr_str(addr, abuf, sizeof abuf),
                    last_errno ? strerror(last_errno) : "timed out");
+}
+
+ccl_result_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd_out)
+{
+    return sock_connect_until(addr, deadline, 1, fd_out);
+}
+
+ccl_result_t sock_connect_live(const sock_addr_t *addr, uint64_t deadline, int *fd_out)
+{
+    return sock_connect_until(addr, deadline, 0, fd_out);
 }
 
 ccl_result_t sock_accept(int lfd, uint64_t deadline, int *fd_out)

@@ -46,6 +46,9 @@ int sock_list_local_addrs(sock_addr_t *addrs, char (*names)[SOCK_IFNAME_LEN], in
 ccl_result_t sock_listen(const sock_addr_t *addr, int *fd, sock_addr_t *bound);
 /* Retries refused connects until the deadline: the listener may not be up yet. */
 ccl_result_t sock_connect(const sock_addr_t *addr, uint64_t deadline, int *fd);
+/* For a listener known to be up (a peer's, open for its communicator's
+ * life): a refusal means its process is gone, CCL_ERR_REMOTE at once. */
+ccl_result_t sock_connect_live(const sock_addr_t *addr, uint64_t deadline, int *fd);
 ccl_result_t sock_accept(int lfd, uint64_t deadline, int *fd);
 ccl_result_t sock_send_all(int fd, const void *buf, size_t len, uint64_t deadline);
 ccl_result_t sock_recv_all(int fd, void *buf, size_t len, uint64_t deadline);

@@ -169,7 +169,8 @@ ccl_result_t bs_rejoin_reply_parse(const void *buf, size_t len, const char *from
     if (len != sizeof r)
         return err_set(CCL_ERR_REMOTE, "%s: a rejoin reply is %zu bytes, this one %zu", from, sizeof r, len);
     memcpy(&r, buf, sizeof r);
-    if (r.magic != BS_MAGIC || (r.status != 0 && r.status != 1))
+    r.why[sizeof r.why - 1] = '\0';
+    if (r.magic != BS_MAGIC || r.status < REJOIN_OK || r.status > REJOIN_FAILED)
         return err_set(CCL_ERR_REMOTE, "%s: answered the rejoin request with a malformed frame (magic 0x%08x, "
                        "status %d)", from, r.magic, r.status);
     *out = r;

@@ -85,10 +85,13 @@ typedef struct {
 _Static_assert(offsetof(bs_rejoin_req_t, secret) == offsetof(bs_auth_t, secret),
                "bs_rejoin_req_t starts with bs_auth_t");
 
+enum { REJOIN_OK = 0, REJOIN_MISMATCH = 1, REJOIN_FAILED = 2 };
+
 typedef struct {
     uint32_t magic;
-    int32_t status; /* 0: id follows; 1: the leader expects another tag */
+    int32_t status; /* REJOIN_*: the id follows, the lists differ, the leader gave up (why) */
     ccl_unique_id_t id;
+    char why[256];
 } bs_rejoin_reply_t;
 
 /* ---- parsers (wire.c) --------------------------------------------------

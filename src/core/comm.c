@@ -160,6 +160,7 @@ static void comm_free(struct ccl_comm *comm)
     redop_free(comm);
     free(comm->scratch);
     pthread_mutex_destroy(&comm->exec_lock);
+    pthread_mutex_destroy(&comm->bs_lock);
     pthread_mutex_destroy(&comm->redop_lock);
     pthread_mutex_destroy(&comm->pending_lock);
     pthread_cond_destroy(&comm->pending_cond);
@@ -220,6 +221,7 @@ ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_
     comm->nranks = nranks;
     comm->bs.listen_fd = comm->bs.next_fd = comm->bs.prev_fd = -1;
     pthread_mutex_init(&comm->exec_lock, NULL);
+    pthread_mutex_init(&comm->bs_lock, NULL);
     pthread_mutex_init(&comm->redop_lock, NULL);
     pthread_mutex_init(&comm->pending_lock, NULL);
     pthread_cond_init(&comm->pending_cond, NULL);

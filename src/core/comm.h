@@ -62,6 +62,9 @@ struct ccl_comm {
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 
     pthread_mutex_t exec_lock; /* one collective at a time per comm */
+    /* The bootstrap ring after init (ccl_comm_split): not exec_lock, which a
+     * collective holds while it waits for peers that may be in the split. */
+    pthread_mutex_t bs_lock;
     sched_t sched;             /* reused schedule storage, under exec_lock */
     void *eng_arena;           /* reused engine state, under exec_lock */
     size_t eng_arena_cap;
@@ -80,7 +83,6 @@ struct ccl_comm {
     uint64_t verify_calls;     /* verifiable calls run, under exec_lock */
     int broken;                /* an earlier collective failed mid-way */
     _Atomic int broken_code;   /* ... with this result (ccl_comm_get_async_error) */
-    _Atomic uint64_t shrinks;  /* ccl_comm_shrink calls on this comm */
 
     _Atomic int aborted;
     pthread_mutex_t pending_lock;

@@ -31,13 +31,16 @@ static int split_cmp(const void *x, const void *y)
 
 CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t *newcomm)
 {
-    ccl_result_t res = CCL_SUCCESS;
+    ccl_result_t res = CCL_SUCCESS, idres = CCL_SUCCESS;
     split_entry_t *all = NULL, *mine = NULL;
     ccl_unique_id_t *ids = NULL;
     int locked = 0, n = 0, newrank = -1, nmine = 0;
     err_clear();
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_split: comm is NULL or destroyed");
+    /* A destroy or abort in another thread waits for us instead of freeing
+     * the ring under us. */
+    comm_pending_add(comm);
     if (!newcomm)
         CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_split: newcomm is NULL");
     *newcomm = NULL;
@@ -50,10 +53,12 @@ CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_com
     ids = calloc((size_t)n, sizeof *ids);
     if (!all || !mine || !ids)
         CCL_FAIL(CCL_ERR_SYSTEM, "ccl_comm_split: out of memory for %d ranks", n);
-    /* The bootstrap ring is also used by CCL_CHECK_ARGS inside calls. */
-    pthread_mutex_lock(&comm->exec_lock);
+    /* Not exec_lock: a collective on comm (a stream's, another thread's)
+     * holds it while it waits for peers that may be here, in the split,
+     * waiting for us. The ring carries nothing else after init. */
+    pthread_mutex_lock(&comm->bs_lock);
     locked = 1;
-    if (atomic_load(&comm->aborted) || comm->broken)
+    if (atomic_load(&comm->aborted) || atomic_load(&comm->broken_code) != CCL_SUCCESS)
         CCL_FAIL(CCL_ERR_INVALID_USAGE, "ccl_comm_split: the communicator failed or was aborted; "
                  "ccl_comm_shrink builds a new one from the survivors");
     all[comm->rank] = (split_entry_t){color, key, comm->rank};
@@ -65,35 +70,57 @@ CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_com
     for (int i = 0; i < nmine; i++)
         if (mine[i].rank == comm->rank)
             newrank = i;
+    /* A leader that cannot make an id still takes part in the exchange
+     * (leaving it zeroed), so the others fail at once rather than wait. */
     if (newrank == 0)
-        CCL_TRY(bs_id_create_local(&ids[comm->rank]));
+        idres = bs_id_create_local(&ids[comm->rank]);
     CCL_TRY(bs_allgather(&comm->bs, ids, sizeof *ids));
-    pthread_mutex_unlock(&comm->exec_lock);
+    pthread_mutex_unlock(&comm->bs_lock);
     locked = 0;
-    if (color != CCL_SPLIT_NOCOLOR)
+    CCL_TRY(idres);
+    if (color != CCL_SPLIT_NOCOLOR) {
+        static const ccl_unique_id_t none;
+        if (memcmp(&ids[mine[0].rank], &none, sizeof none) == 0)
+            CCL_FAIL(CCL_ERR_REMOTE, "rank %d, the first of color %d, could not create the new communicator's id",
+                     mine[0].rank, color);
         CCL_TRY(comm_create(newcomm, nmine, &ids[mine[0].rank], newrank));
+    }
 out:
     if (locked)
-        pthread_mutex_unlock(&comm->exec_lock);
+        pthread_mutex_unlock(&comm->bs_lock);
     if (res != CCL_SUCCESS) {
-        err_prefix("ccl_comm_split (rank %d, color %d): ", comm_is_live(comm) ? comm->rank : -1, color);
-        if (comm_is_live(comm))
-            comm_record_error(comm);
+        err_prefix("ccl_comm_split (rank %d, color %d): ", comm->rank, color);
+        comm_record_error(comm);
     }
+    comm_pending_done(comm); /* last: destroy may free comm now */
     free(all);
     free(mine);
     free(ids);
     return res;
 }
 
-/* The survivors' common name for this shrink: the excluded set and how
- * many shrinks of this comm came before. */
-static uint64_t shrink_tag(const char *excluded, int n, uint64_t round)
+/* The survivors' common name for this shrink: the excluded set. Not how
+ * many shrinks of comm came before: ranks excluded from one shrink do not
+ * call it, so they could not count it, and a later shrink of the same comm
+ * with them in it would look like a mismatch. A follower's request cannot
+ * reach a later shrink's leader: every member of one shrink finishes its
+ * new comm (which needs all of them) before it starts the next. */
+static uint64_t shrink_tag(const char *excluded, int n)
 {
-    uint64_t h = 0xcbf29ce484222325ull ^ round;
+    uint64_t h = 0xcbf29ce484222325ull;
     for (int i = 0; i < n; i++)
         h = (h ^ (uint64_t)(excluded[i] ? i + 1 : 0)) * 0x100000001b3ull;
     return h;
+}
+
+/* Whether rank q of comm is known to have exited. Only ranks of this host:
+ * elsewhere a pid means nothing to us. */
+static int comm_rank_gone(void *arg, int q)
+{
+    struct ccl_comm *comm = arg;
+    const bs_peer_t *p = &comm->bs.peers[q];
+    return q != comm->rank && comm->layout.node_of[q] == comm->layout.node_of[comm->rank] &&
+           p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid);
 }
 
 CCL_API ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, int nexclude, ccl_comm_t *newcomm)
@@ -104,6 +131,9 @@ CCL_API ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, 
     err_clear();
     if (!comm_is_live(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_shrink: comm is NULL or destroyed");
+    /* An abort of comm in another thread (a blocked call's) waits for us
+     * instead of closing the listener under us. */
+    comm_pending_add(comm);
     if (!newcomm)
         CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_shrink: newcomm is NULL");
     *newcomm = NULL;
@@ -132,22 +162,21 @@ CCL_API ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, 
                 newrank = nmembers;
             members[nmembers++] = i;
         }
-    uint64_t tag = shrink_tag(excluded, n, atomic_fetch_add(&comm->shrinks, 1));
+    uint64_t tag = shrink_tag(excluded, n);
     ccl_unique_id_t id;
-    if (newrank == 0) {
-        CCL_TRY(bs_id_create_local(&id));
-        CCL_TRY(bs_rejoin_lead(&comm->bs, members, nmembers, tag, &id));
-    } else {
+    if (newrank == 0)
+        CCL_TRY(bs_rejoin_lead(&comm->bs, members, nmembers, tag, comm_rank_gone, comm, &id));
+    else
         CCL_TRY(bs_rejoin_follow(&comm->bs, members[0], tag, &id));
-    }
     CCL_TRY(comm_create(newcomm, nmembers, &id, newrank));
     LOG_INFO(SUB_INIT, "ccl_comm_shrink: rank %d of %d is rank %d of %d in the new communicator", comm->rank, n,
              newrank, nmembers);
 out:
-    if (res != CCL_SUCCESS && comm_is_live(comm)) {
+    if (res != CCL_SUCCESS) {
         err_prefix("ccl_comm_shrink (rank %d): ", comm->rank);
         comm_record_error(comm);
     }
+    comm_pending_done(comm); /* last: an abort may free comm now */
     free(excluded);
     free(members);
     return res;
@@ -175,9 +204,11 @@ CCL_API ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *asy
     } else {
         for (int q = 0; q < comm->nranks; q++) {
             const bs_peer_t *p = &comm->bs.peers[q];
-            if (q == comm->rank || comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
+            /* A rank that destroyed its comm, then exited, left in order:
+             * not an error until a call needs it (that call names it). */
+            if (shm_conn_closed(&comm->recv_conns[q]))
                 continue;
-            if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid)) {
+            if (comm_rank_gone(comm, q)) {
                 e = err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited", q, (int)p->pid, p->hostname);
                 break;
             }

@@ -150,8 +150,11 @@ void fault_before_call(struct ccl_comm *comm, uint64_t seq)
         fault_t *f = &faults[i];
         if (f->kind == FAULT_CORRUPT || !fault_claim(f, comm, seq))
             continue;
-        LOG_WARN(SUB_ALL, "CCL_FAULT: %s on rank %d at call #%llu (ms=%lld)", fault_names[f->kind], comm->rank,
-                 (unsigned long long)seq, (long long)f->ms);
+        /* A delay of every call says so once, not once per call. */
+        if (f->kind != FAULT_DELAY || f->op != 0 || atomic_exchange(&f->fired, 1) == 0)
+            LOG_WARN(SUB_ALL, "CCL_FAULT: %s on rank %d at call #%llu (ms=%lld)%s", fault_names[f->kind],
+                     comm->rank, (unsigned long long)seq, (long long)f->ms,
+                     f->kind == FAULT_DELAY && f->op == 0 ? ", and at every call after it" : "");
         switch (f->kind) {
         case FAULT_KILL: {
             pthread_t t;

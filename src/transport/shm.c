@@ -28,7 +28,8 @@ struct shm_fifo {
     uint64_t slots_offset;
     _Atomic uint32_t poisoned;   /* set by either side on abort/failure */
     _Atomic uint32_t why_state;  /* the poisoner's reason: 0 none, 1 being written, 2 there */
-    char pad0[SHM_LINE - 32];
+    _Atomic uint32_t closed;     /* set by either side that closed its end (destroy or abort) */
+    char pad0[SHM_LINE - 36];
     _Atomic uint32_t tail;
     _Atomic uint32_t tail_waiters;
     char pad1[SHM_LINE - 8];
@@ -242,6 +243,8 @@ void shm_conn_poison(shm_conn_t *conn, const char *why)
 
 void shm_conn_close(shm_conn_t *conn)
 {
+    if (conn->fifo)
+        atomic_store(&conn->fifo->closed, 1);
     if (conn->fifo && conn->map_len)
         munmap(conn->fifo, conn->map_len);
     memset(conn, 0, sizeof *conn);
@@ -391,6 +394,11 @@ size_t shm_slot_len_at(const shm_conn_t *conn, uint32_t i)
 int shm_conn_poisoned(const shm_conn_t *conn)
 {
     return conn->fifo && atomic_load(&conn->fifo->poisoned);
+}
+
+int shm_conn_closed(const shm_conn_t *conn)
+{
+    return conn->fifo && atomic_load(&conn->fifo->closed);
 }
 
 ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy)

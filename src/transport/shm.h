@@ -106,6 +106,10 @@ void *shm_slot_at(const shm_conn_t *conn, uint32_t i);
 size_t shm_slot_len_at(const shm_conn_t *conn, uint32_t i);
 int shm_slot_is_ref_at(const shm_conn_t *conn, uint32_t i);
 int shm_conn_poisoned(const shm_conn_t *conn);
+/* Whether the peer closed its end (destroyed or aborted its communicator):
+ * a peer that exits after that left in order, one that exits without it
+ * died. */
+int shm_conn_closed(const shm_conn_t *conn);
 /* The reason a poisoner gave (shm_conn_poison), copied into buf; NULL when
  * the connection is not poisoned or nobody said why. */
 const char *shm_conn_poison_why(const shm_conn_t *conn, char *buf, size_t len);

@@ -10,6 +10,8 @@
 
 #include "bootstrap/wire.h"
 
+#include <string.h>
+
 static void check_req(const uint8_t *data, size_t size, const uint8_t secret[BS_SECRET_BYTES])
 {
     bs_rejoin_req_t q;
@@ -33,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bs_rejoin_reply_t r;
     if (bs_rejoin_reply_parse(data, size, "fuzz", &r) == CCL_SUCCESS) {
         FUZZ_REQUIRE(size == sizeof r);
-        FUZZ_REQUIRE(r.magic == BS_MAGIC && (r.status == 0 || r.status == 1));
+        FUZZ_REQUIRE(r.magic == BS_MAGIC && r.status >= REJOIN_OK && r.status <= REJOIN_FAILED);
+        FUZZ_REQUIRE(memchr(r.why, '\0', sizeof r.why) != NULL);
     }
     return 0;
 }

@@ -226,7 +226,7 @@ static void test_rejoin_parse(void **state)
 
     bs_rejoin_reply_t r = {.magic = BS_MAGIC, .status = 1}, rout;
     assert_int_equal(bs_rejoin_reply_parse(&r, sizeof r, "rank 0", &rout), CCL_SUCCESS);
-    r.status = 2;
+    r.status = REJOIN_FAILED + 1;
     assert_int_equal(bs_rejoin_reply_parse(&r, sizeof r, "rank 0", &rout), CCL_ERR_REMOTE);
     assert_true(contains(err_message(), "rank 0: answered the rejoin request with a malformed frame"));
     assert_int_equal(bs_rejoin_reply_parse(&r, 8, "rank 0", &rout), CCL_ERR_REMOTE);
