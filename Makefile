@@ -9,6 +9,7 @@
 #   make clean
 #   make MPI=1           ccl-perf shares the unique id through MPI when run under mpirun
 #   make SANITIZE=address   build everything with AddressSanitizer (in build/address)
+#   make fuzz            build the libFuzzer targets with clang, run each FUZZ_SECONDS (60)
 #
 # Sources are discovered by folder, so adding a file needs no edit here:
 #   src/<layer>/*.c        -> the library
@@ -22,7 +23,10 @@
 #   tests/sim/*.c          -> build/tests/sim/<name> (schedule simulator, internals)
 #   tests/mp/*.c           -> build/tests/mp/<name> (multi-process, public API)
 #   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
+#   tests/cluster/*.c      -> build/tests/cluster/<name> (rank programs that the
+#                             namespace-cluster scripts start; not tests themselves)
 #   tools/ccl_info.c       -> build/bin/ccl-info (prints the topology)
+#   tests/fuzz/fuzz_*.c    -> build/fuzz/bin/<name> (libFuzzer, clang only; `make fuzz`)
 
 PREFIX   ?= /usr/local
 SANITIZE ?=
@@ -71,12 +75,14 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%)
 SIM_BIN  := $(SIM_SRC:tests/sim/%.c=$(BUILD)/tests/sim/%)
 MP_BIN   := $(MP_SRC:tests/mp/%.c=$(BUILD)/tests/mp/%)
 MPI_BIN  := $(MPI_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
+CLUSTER_SRC := $(sort $(wildcard tests/cluster/*.c))
+CLUSTER_BIN := $(CLUSTER_SRC:tests/cluster/%.c=$(BUILD)/tests/cluster/%)
 TEST_HELPERS := $(sort $(wildcard tests/common/*.c))
 
 HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 HAVE_CMOCKA := $(shell echo 'int main(void){return 0;}' | $(CC) -x c -include stdarg.h -include stddef.h -include setjmp.h -include cmocka.h - -lcmocka -o /dev/null 2>/dev/null && echo 1)
 
-.PHONY: all lib perf tools tests run test run-tests soak install clean deps
+.PHONY: all lib perf tools tests run test run-tests soak install clean deps fuzz fuzz-build
 
 all: lib perf tools
 
@@ -142,7 +148,8 @@ $(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
-tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN))
+tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN)) \
+       $(CLUSTER_BIN)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
@@ -169,6 +176,50 @@ $(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_HELPERS)
 $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/cluster/%: tests/cluster/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+
+# Fuzzing: every wire parser has a libFuzzer target in tests/fuzz/. They
+# need clang (libFuzzer ships with it), so they have their own objects in
+# $(BUILD)/fuzz, built with ASan and UBSan; a machine without clang builds
+# and tests everything else. `make fuzz` runs each target FUZZ_SECONDS;
+# `make test` runs each over its seed corpus for a few seconds.
+FUZZ_CC      ?= $(firstword $(shell command -v clang clang-14 clang-15 clang-16 2>/dev/null))
+FUZZ_SECONDS ?= 60
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/bin/%)
+# The parsers live in these layers; the rest of the library is not needed
+# (an undefined symbol at link time means a parser grew a new dependency).
+FUZZ_LIB_SRC := $(sort $(wildcard src/bootstrap/*.c src/transport/*.c)) \
+                $(addprefix src/core/,err.c log.c param.c wait.c)
+FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_CFLAGS  := $(filter-out -O3 -fsanitize=%,$(CFLAGS)) -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+# Recursive: only `make fuzz` and `make test` pay for the probe.
+HAVE_FUZZ     = $(if $(FUZZ_CC),$(shell echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' | \
+                  $(FUZZ_CC) -x c - -fsanitize=fuzzer -o /dev/null 2>/dev/null && echo 1))
+
+$(FUZZ_DIR)/obj/%.o: %.c | $(BUILD)/hwloc-ok
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_DIR)/libccl-fuzz.a: $(FUZZ_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+$(FUZZ_DIR)/bin/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(FUZZ_DIR)/libccl-fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_DIR)/libccl-fuzz.a $(LDLIBS)
+
+fuzz-build:
+	@if [ -z "$(HAVE_FUZZ)" ]; then \
+	    echo "error: the fuzz targets need clang with libFuzzer (-fsanitize=fuzzer), and$(if $(FUZZ_CC), $(FUZZ_CC) cannot link one, no clang was found):" >&2; \
+	    echo "       install clang (Debian/Ubuntu: apt-get install clang), or set FUZZ_CC=/path/to/clang" >&2; \
+	    exit 1; fi
+	@$(MAKE) --no-print-directory $(FUZZ_BIN)
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BIN)
 
 # Installs missing Debian packages when root, or names them otherwise.
 # Dependencies first, then a fresh make, so HAVE_MPICC / HAVE_CMOCKA see
@@ -192,13 +243,13 @@ ASAN_TESTS := test_fault test_cycles test_lifecycle test_colls
 ASAN_BUILD := $(if $(SANITIZE),,$(if $(filter 1,$(ASAN_PASS)),$(BUILD)/address))
 
 test: deps
-	@$(MAKE) --no-print-directory all tests
+	@$(MAKE) --no-print-directory all tests $(if $(HAVE_FUZZ),fuzz-build)
 	$(if $(ASAN_BUILD),@$(MAKE) --no-print-directory SANITIZE=address BUILD=$(ASAN_BUILD) \
 	    $(ASAN_TESTS:%=$(ASAN_BUILD)/tests/mp/%))
 	@$(MAKE) --no-print-directory run-tests
 
 run-tests:
-	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) HAVE_MPICC=$(HAVE_MPICC) HAVE_CMOCKA=$(HAVE_CMOCKA) \
+	@BUILD=$(BUILD) ASAN_BUILD=$(ASAN_BUILD) HAVE_MPICC=$(HAVE_MPICC) HAVE_CMOCKA=$(HAVE_CMOCKA) HAVE_FUZZ=$(HAVE_FUZZ) \
 	    tests/run_all.sh
 
 # test_cycles at full length (make test runs 100 cycles per case): 1000
@@ -225,4 +276,4 @@ install: lib perf $(BUILD)/bin/ccl-info
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(wildcard $(FUZZ_DIR)/obj/src/*/*.d)

@@ -61,6 +61,7 @@ typedef enum {
     CCL_ERR_INPLACE_LAYOUT = 17,  /* buffers overlap in a way the in-place rules forbid */
     CCL_ERR_MISMATCH = 18,        /* ranks called different collectives/arguments */
     CCL_ERR_GROUP = 19,           /* a call that cannot be part of a group (or no group open) */
+    CCL_ERR_CORRUPT = 20,         /* ranks' results differ where they must be equal (CCL_VERIFY) */
     CCL_NUM_RESULTS
 } ccl_result_t;
 
@@ -146,6 +147,24 @@ ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 ccl_result_t ccl_comm_abort(ccl_comm_t comm);
 ccl_result_t ccl_comm_count(ccl_comm_t comm, int *count);
 ccl_result_t ccl_comm_user_rank(ccl_comm_t comm, int *rank);
+/* Whether the comm has failed in the background, without running anything:
+ * *async_error is CCL_SUCCESS, or the error (a peer of this host exited,
+ * a network connection broke, an earlier collective failed, abort) with
+ * its message in ccl_get_last_error. Cheap enough to poll. */
+ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *async_error);
+
+/* color for ranks that take part in ccl_comm_split but join no new comm. */
+#define CCL_SPLIT_NOCOLOR (-1)
+/* Collective over every rank of comm (which must be healthy): ranks that
+ * pass the same color form a new comm, ranked by key, then by their rank in
+ * comm. CCL_SPLIT_NOCOLOR: *newcomm is NULL. */
+ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_comm_t *newcomm);
+/* Called by every rank of comm not in exclude_ranks, all with the same list:
+ * they form a new comm, in their order in comm, without touching comm's
+ * data connections (comm may be broken: ranks dead, connections poisoned).
+ * Excluded ranks must not call. Abort or destroy comm afterwards. Like
+ * ncclCommShrink and MPIX_Comm_shrink. */
+ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, int nexclude, ccl_comm_t *newcomm);
 
 /* ---- memory -------------------------------------------------------------- */
 

@@ -5,7 +5,8 @@
 #
 #   to build       a C compiler (gcc, libc6-dev), make, hwloc (libhwloc-dev)
 #   for the tests  cmocka (libcmocka-dev), Open MPI (openmpi-bin, libopenmpi-dev),
-#                  ip (iproute2), pkg-config
+#                  ip (iproute2), pkg-config, clang with libFuzzer for the fuzz
+#                  targets (clang, libclang-rt-dev)
 #
 # All present: prints nothing and exits 0, without touching apt or the network.
 # Something missing, root and apt-get available: `apt-get update` once, then
@@ -45,6 +46,17 @@ have_cmd() { command -v "$1" >/dev/null 2>&1; }
 
 # ip lives in /usr/sbin, which is not on a normal user's PATH on Debian.
 have_ip() { have_cmd ip || [[ -x /usr/sbin/ip || -x /sbin/ip ]]; }
+
+# clang that links a libFuzzer target (make fuzz; tests/fuzz/).
+fuzz_works() {
+    local c
+    for c in clang clang-14 clang-15 clang-16; do
+        have_cmd "$c" || continue
+        printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }\n' |
+            "$c" -x c - -fsanitize=fuzzer -o /dev/null >/dev/null 2>&1 && return 0
+    done
+    return 1
+}
 
 cc_works() {
     # shellcheck disable=SC2086  # CC may carry flags, as in make
@@ -99,6 +111,7 @@ check_all() {
     need test "$MPICC_CMD for the MPI cross-checks" have_cmd "$MPICC_CMD" -- libopenmpi-dev
     need test "ip (iproute2)" have_ip -- iproute2
     need test "pkg-config for the install check" have_cmd pkg-config -- pkg-config
+    need test "clang with libFuzzer for the fuzz targets" fuzz_works -- clang libclang-rt-dev
 }
 
 nmissing() { echo $((${#missing_build[@]} + ${#missing_test[@]} + ${#missing_opt[@]})); }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # run_all.sh - runs the whole ccl test suite; `make test` calls it as
-#   BUILD=<dir> ASAN_BUILD=<dir or empty> HAVE_MPICC=<1 or empty> tests/run_all.sh
+#   BUILD=<dir> ASAN_BUILD=<dir or empty> HAVE_MPICC=<1 or empty> HAVE_FUZZ=<1 or empty> tests/run_all.sh
 #
 # Runs every binary in $BUILD/tests/{unit,sim,mp}, the MPI cross-checks
 # under mpirun with 1 to 4 ranks (or one explicit SKIPPED line), a
-# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, the short
+# ccl-perf smoke check when $BUILD/bin/ccl-perf exists, each libFuzzer
+# target over its seed corpus for a few seconds (with clang; otherwise one
+# SKIPPED line), the short
 # multi-node run in network namespaces (tests/cluster/run_short.sh; as root
 # only, otherwise one SKIPPED line), and ccl-info on this machine, with
 # --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
@@ -24,6 +26,7 @@ set -u
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-}
 HAVE_MPICC=${HAVE_MPICC:-}
+HAVE_FUZZ=${HAVE_FUZZ:-}
 SCALE=${TEST_TIMEOUT_SCALE:-1}
 FILTER=${TEST_FILTER:-}
 LOGDIR="$BUILD/test-logs"
@@ -47,6 +50,7 @@ timeout_for() {
     mpi) echo 400 ;;
     perf) echo 300 ;;
     cluster) echo 300 ;;
+    fuzz) echo 60 ;;
     *) echo 300 ;;
     esac
 }
@@ -172,6 +176,11 @@ done
 for t in test_allreduce test_colls; do
     run_variant "CCL_CHECK_ARGS=1" "$t" 3 4
 done
+# CCL_VERIFY compares results bit for bit: no algorithm may give ranks
+# different bits (a false alarm fails the run).
+for v in "CCL_VERIFY=1" "CCL_VERIFY=1 CCL_ALGO=tree" "CCL_VERIFY=1 CCL_ALGO=rd"; do
+    run_variant "$v" test_allreduce 3 5
+done
 run_variant "CCL_CHECK_ARGS=1" test_groups
 
 # ---- AddressSanitizer pass ------------------------------------------------------
@@ -274,10 +283,34 @@ else
     skipped=$((skipped + 1))
 fi
 
+# ---- fuzz targets --------------------------------------------------------------
+# Each wire parser's libFuzzer target (tests/fuzz/) over its seed corpus and
+# what earlier runs found, then FUZZ_TEST_SECONDS (2) of new inputs: a
+# smoke run that keeps the suite short; `make fuzz` fuzzes for real.
+fuzz_bins=()
+if [[ -d "$BUILD/fuzz/bin" ]]; then
+    for bin in "$BUILD"/fuzz/bin/fuzz_*; do
+        [[ -f "$bin" && -x "$bin" ]] && fuzz_bins+=("$bin")
+    done
+fi
+if [[ -z "$HAVE_FUZZ" ]]; then
+    echo "SKIPPED: fuzz (clang with libFuzzer not found; install clang to build the targets in tests/fuzz/)"
+    skipped=$((skipped + 1))
+elif [[ ${#fuzz_bins[@]} -eq 0 ]]; then
+    echo "FAIL fuzz (0.0s) (no binaries in $BUILD/fuzz/bin although HAVE_FUZZ=1: run make fuzz-build)"
+    failed=$((failed + 1))
+    failed_names+=("fuzz")
+else
+    for bin in "${fuzz_bins[@]}"; do
+        run_test "fuzz/$(basename "$bin")" fuzz tests/fuzz/run.sh "${FUZZ_TEST_SECONDS:-2}" "$bin"
+    done
+fi
+
 # ---- net transport on one machine (fake nodes) ---------------------------------
 # Ranks given different CCL_HOSTIDs (tests/net/fake_node.sh) connect over
 # ccl's TCP net transport: every collective, dtype and op, and each
-# algorithm forced, on even (2+2), uneven (3+1) and interleaved (0,1,0,1)
+# algorithm forced (with CCL_VERIFY=1: every algorithm must leave
+# bit-identical results on all ranks), on even (2+2), uneven (3+1) and interleaved (0,1,0,1)
 # layouts, plus the MPI cross-check with its ranks on two fake nodes.
 # tests/cluster/ runs the same across real network namespaces.
 if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
@@ -293,8 +326,9 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
             run_test "net/ccl-perf-nodes[$map${algo:+,$algo}${zcopy:+,zero-copy}]" mp \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             HOSTMAP="$map" CCL_ALGO="$algo" CCL_COMM_ID="127.0.0.1:$net_port" \
-            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" \
+            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" CCL_VERIFY=1 \
             mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_ALGO -x CCL_COMM_ID -x CCL_NET_ZERO_COPY_THRESHOLD \
+            -x CCL_VERIFY \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"
     done
     for bin in "${mpi_bins[@]}"; do
@@ -311,7 +345,9 @@ fi
 # ---- multi-node cluster ---------------------------------------------------------------
 # Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
 # ccl-perf over every collective, type and op, the MPI cross-check, and each
-# forced algorithm on 3+1 ranks, all launched by mpirun across the nodes.
+# forced algorithm on 3+1 ranks, all launched by mpirun across the nodes;
+# then, on three nodes, a cut link and a killed rank in mid-allreduce must
+# fail every other rank within 10 s, naming what failed (faults.sh).
 # Each part builds and removes its own cluster. Needs root, `ip netns` and
 # the MPI binaries; otherwise one SKIPPED line.
 if ! cluster_why=$(tests/cluster/cluster.sh preflight); then
@@ -321,7 +357,7 @@ elif [[ -z "$HAVE_MPICC" ]] || ! command -v mpirun >/dev/null 2>&1; then
     echo "SKIPPED cluster/short: the cluster runs need mpicc and mpirun (Open MPI)"
     skipped=$((skipped + 1))
 else
-    for part in ompi perf crosscheck algos; do
+    for part in ompi perf crosscheck algos faults; do
         MAY_SKIP=1 run_test "cluster/$part" cluster env BUILD="$BUILD" tests/cluster/run_short.sh "$part"
     done
 fi

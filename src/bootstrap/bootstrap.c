@@ -2,12 +2,13 @@
  * bootstrap.c - the rank side of the bootstrap: unique id, registration with
  * the root, the TCP ring, and the allgather/barrier built on it.
  */
-#include "bootstrap/wire.h"
+#include "bootstrap/accept.h"
 #include "core/err.h"
 #include "core/param.h"
 #include "core/wait.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -42,17 +43,30 @@ ccl_result_t bs_id_create(ccl_unique_id_t *id)
         CCL_TRY(sock_addr_parse(comm_id, &bid.root));
         bs_derive_secret(param_str(PARAM_COMM_SECRET), bid.secret);
         bid.root_in_rank0 = 1;
-    } else {
-        char ifname[64];
-        sock_addr_t local;
-        if (getrandom(bid.secret, sizeof bid.secret, 0) != (ssize_t)sizeof bid.secret)
-            CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
-        CCL_TRY(sock_pick_local_addr(&local, ifname, sizeof ifname));
-        CCL_TRY(bs_root_start(&local, bid.secret, &bid.root));
-        char abuf[80];
-        LOG_INFO(SUB_BOOTSTRAP, "bootstrap root listening on %s (%s)",
-                 sock_addr_str(&bid.root, abuf, sizeof abuf), ifname);
+        memset(id, 0, sizeof *id);
+        memcpy(id->internal, &bid, sizeof bid);
+        return CCL_SUCCESS;
     }
+    CCL_TRY(bs_id_create_local(id));
+out:
+    return res;
+}
+
+ccl_result_t bs_id_create_local(ccl_unique_id_t *id)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    bs_id_t bid;
+    char ifname[64], abuf[80];
+    sock_addr_t local;
+    memset(&bid, 0, sizeof bid);
+    bid.magic = BS_MAGIC;
+    bid.version = BS_VERSION;
+    if (getrandom(bid.secret, sizeof bid.secret, 0) != (ssize_t)sizeof bid.secret)
+        CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));
+    CCL_TRY(sock_pick_local_addr(&local, ifname, sizeof ifname));
+    CCL_TRY(bs_root_start(&local, bid.secret, &bid.root));
+    LOG_INFO(SUB_BOOTSTRAP, "bootstrap root listening on %s (%s)", sock_addr_str(&bid.root, abuf, sizeof abuf),
+             ifname);
     memset(id, 0, sizeof *id);
     memcpy(id->internal, &bid, sizeof bid);
 out:
@@ -64,6 +78,7 @@ static ccl_result_t bs_register(bs_t *bs, const bs_id_t *bid, const bs_peer_t *m
     ccl_result_t res = CCL_SUCCESS;
     int fd = -1;
     char abuf[80];
+    void *table = NULL;
     bs_hello_t h;
     memset(&h, 0, sizeof h);
     h.magic = BS_MAGIC;
@@ -85,53 +100,71 @@ static ccl_result_t bs_register(bs_t *bs, const bs_id_t *bid, const bs_peer_t *m
         err_prefix("rank %d: waiting for all %d ranks to join: ", bs->rank, bs->nranks);
         goto out;
     }
-    if (hdr.magic != BS_MAGIC || hdr.nranks != bs->nranks)
-        CCL_FAIL(CCL_ERR_REMOTE, "bootstrap root sent a bad table header (nranks %d, expected %d)",
-                 hdr.nranks, bs->nranks);
-    CCL_TRY(sock_recv_all(fd, bs->peers, (size_t)bs->nranks * sizeof *bs->peers, deadline));
+    char from[128];
+    snprintf(from, sizeof from, "rank %d: bootstrap root at %s", bs->rank,
+             sock_addr_str(&bid->root, abuf, sizeof abuf));
+    CCL_TRY(bs_table_hdr_parse(&hdr, sizeof hdr, bs->nranks, from, &hdr));
+    size_t len = (size_t)bs->nranks * sizeof *bs->peers;
+    table = malloc(len);
+    if (!table)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for the table of %d ranks", bs->nranks);
+    CCL_TRY(sock_recv_all(fd, table, len, deadline));
+    CCL_TRY(bs_table_parse(table, len, bs->nranks, from, bs->peers));
 out:
+    free(table);
     sock_close(&fd);
     return res;
 }
 
-/* Accepts until the expected ring neighbour proves itself; strays are dropped. */
+typedef struct {
+    const bs_t *bs;
+    int prev;
+} bs_prev_want_t;
+
+/* The acceptor's check on a rank's listener: the hello of the ring
+ * neighbour this rank waits for, and nobody else. */
+static ccl_result_t bs_check_prev(const void *frame, size_t len, const char *from, void *arg)
+{
+    const bs_prev_want_t *w = arg;
+    bs_hello_t h;
+    ccl_result_t res = bs_hello_parse(frame, len, w->bs->secret, from, &h);
+    if (res != CCL_SUCCESS)
+        return res;
+    if (h.nranks != w->bs->nranks || h.rank != w->prev)
+        return err_set(CCL_ERR_REMOTE, "%s: says it is rank %d of %d, rank %d of %d was due", from, h.rank,
+                       h.nranks, w->prev, w->bs->nranks);
+    return CCL_SUCCESS;
+}
+
+/* Takes the ring neighbour's connection; strays are dropped meanwhile. */
 static ccl_result_t bs_accept_prev(bs_t *bs, int prev, uint64_t deadline)
 {
-    for (;;) {
-        int fd = -1;
-        ccl_result_t res = sock_accept(bs->listen_fd, deadline, &fd);
-        if (res != CCL_SUCCESS) {
-            err_prefix("rank %d: waiting for rank %d (%s) to connect: ", bs->rank, prev,
-                       bs->peers[prev].hostname);
-            return res;
-        }
-        bs_hello_t h;
-        uint64_t dl = wait_now_ns() + 5000000000ull;
-        res = sock_recv_all(fd, &h, sizeof h, dl < deadline ? dl : deadline);
-        if (res == CCL_SUCCESS && h.magic == BS_MAGIC && h.version == BS_VERSION &&
-            bs_secret_equal(h.secret, bs->secret) && h.rank == prev) {
-            bs->prev_fd = fd;
-            return CCL_SUCCESS;
-        }
-        LOG_WARN(SUB_BOOTSTRAP, "rank %d: dropped a bootstrap connection that is not rank %d",
-                 bs->rank, prev);
-        sock_close(&fd);
-    }
+    char who[32];
+    bs_hello_t h;
+    bs_prev_want_t w = {bs, prev};
+    snprintf(who, sizeof who, "rank %d", bs->rank);
+    /* The neighbour's first allgather may follow its hello at once. */
+    ccl_result_t res = bs_accept_one(bs->listen_fd, bs->secret, sizeof h, 0, who, bs_check_prev, &w, deadline,
+                                     &bs->prev_fd, &h);
+    if (res != CCL_SUCCESS)
+        err_prefix("rank %d: waiting for rank %d (%s) to connect: ", bs->rank, prev, bs->peers[prev].hostname);
+    return res;
 }
 
 ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, const bs_peer_t *me)
 {
     ccl_result_t res = CCL_SUCCESS;
     bs_id_t bid;
-    memcpy(&bid, id->internal, sizeof bid);
     memset(bs, 0, sizeof *bs);
     bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
     bs->rank = rank;
     bs->nranks = nranks;
     bs->timeout_ns = (uint64_t)param_int(PARAM_TIMEOUT) * 1000000000ull;
     uint64_t deadline = wait_now_ns() + bs->timeout_ns;
-    if (bid.magic != BS_MAGIC || bid.version != BS_VERSION)
-        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "the unique id is not one ccl_get_unique_id made");
+    CCL_TRY(bs_id_parse(id->internal, sizeof id->internal, &bid));
+    if (nranks < 1 || nranks > BS_MAX_RANKS || rank < 0 || rank >= nranks)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "rank %d of %d: the bootstrap takes 1..%d ranks", rank, nranks,
+                 BS_MAX_RANKS);
     memcpy(bs->secret, bid.secret, BS_SECRET_BYTES);
     bs->peers = calloc((size_t)nranks, sizeof *bs->peers);
     if (!bs->peers)
@@ -158,6 +191,7 @@ ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, 
         memcpy(h.secret, bs->secret, BS_SECRET_BYTES);
         h.rank = rank;
         h.nranks = nranks;
+        h.info = bs->peers[rank]; /* every hello carries a valid entry (bs_hello_parse) */
         /* Connect first: the kernel completes it from the listen backlog
          * even before the neighbour calls accept, so no ordering deadlock. */
         res = sock_connect(&bs->peers[next].addr, deadline, &bs->next_fd);
@@ -176,19 +210,30 @@ out:
 
 ccl_result_t bs_allgather(bs_t *bs, void *data, size_t size)
 {
-    int n = bs->nranks, r = bs->rank;
+    ccl_result_t res = CCL_SUCCESS;
+    int n = bs->nranks, r = bs->rank, prev = (r + n - 1) % n, next = (r + 1) % n;
     char *d = data;
     uint64_t deadline = wait_now_ns() + bs->timeout_ns;
-    for (int s = 0; s < n - 1; s++) {
-        int sblk = ((r - s) % n + n) % n, rblk = ((r - s - 1) % n + n) % n;
-        ccl_result_t res = sock_sendrecv(bs->next_fd, d + (size_t)sblk * size, size, bs->prev_fd,
-                                         d + (size_t)rblk * size, size, deadline);
-        if (res != CCL_SUCCESS) {
-            err_prefix("rank %d: bootstrap allgather with ranks %d/%d: ", r, (r + n - 1) % n, (r + 1) % n);
-            return res;
-        }
+    uint32_t seq = bs->seq++;
+    if (n == 1)
+        return CCL_SUCCESS;
+    /* Both ends must be in the same allgather with the same block size,
+     * or the blocks below would be cut from the wrong bytes. */
+    bs_ring_hdr_t mine = {BS_RING_MAGIC, seq, size}, theirs;
+    res = sock_sendrecv(bs->next_fd, &mine, sizeof mine, bs->prev_fd, &theirs, sizeof theirs, deadline);
+    if (res == CCL_SUCCESS) {
+        char from[32];
+        snprintf(from, sizeof from, "rank %d", prev);
+        res = bs_ring_hdr_parse(&theirs, sizeof theirs, seq, size, from, &theirs);
     }
-    return CCL_SUCCESS;
+    for (int s = 0; s < n - 1 && res == CCL_SUCCESS; s++) {
+        int sblk = ((r - s) % n + n) % n, rblk = ((r - s - 1) % n + n) % n;
+        res = sock_sendrecv(bs->next_fd, d + (size_t)sblk * size, size, bs->prev_fd, d + (size_t)rblk * size,
+                            size, deadline);
+    }
+    if (res != CCL_SUCCESS)
+        err_prefix("rank %d: bootstrap allgather with ranks %d/%d: ", r, prev, next);
+    return res;
 }
 
 ccl_result_t bs_barrier(bs_t *bs)

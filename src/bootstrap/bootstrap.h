@@ -34,11 +34,15 @@ typedef struct {
     int listen_fd, next_fd, prev_fd;
     bs_peer_t *peers;   /* nranks entries */
     uint64_t timeout_ns;
+    uint32_t seq;       /* bs_allgather calls so far (bs_ring_hdr_t) */
 } bs_t;
 
 /* Writes a new id. Starts the root in this process unless CCL_COMM_ID is set
  * (then the id encodes that address and rank 0's bs_init starts the root). */
 ccl_result_t bs_id_create(ccl_unique_id_t *id);
+/* A new id whose root runs in this process on an ephemeral port, even
+ * when CCL_COMM_ID is set (split and shrink: the fixed port is taken). */
+ccl_result_t bs_id_create_local(ccl_unique_id_t *id);
 /* `me` supplies hostid, pid and hostname; the address is filled in here. */
 ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, const bs_peer_t *me);
 /* data holds nranks blocks of `size` bytes; block `rank` is ours on entry,
@@ -47,9 +51,17 @@ ccl_result_t bs_allgather(bs_t *bs, void *data, size_t size);
 ccl_result_t bs_barrier(bs_t *bs);
 void bs_close(bs_t *bs);
 
-/* Internal to the bootstrap layer (root.c). */
+/* rejoin.c: a new communicator from some members of this one, without its
+ * ring (shrink). members[0] (the caller of bs_rejoin_lead) hands id to
+ * every other member, which calls bs_rejoin_follow; all pass the same tag,
+ * or both sides fail with CCL_ERR_MISMATCH. */
+ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, const ccl_unique_id_t *id);
+ccl_result_t bs_rejoin_follow(bs_t *bs, int leader, uint64_t tag, ccl_unique_id_t *id);
+
+/* Internal to the bootstrap layer (root.c, wire.c). */
 ccl_result_t bs_root_start(const sock_addr_t *addr, const uint8_t secret[BS_SECRET_BYTES],
                            sock_addr_t *bound);
+/* Constant time in where a and b differ. */
 int bs_secret_equal(const uint8_t *a, const uint8_t *b);
 
 #endif

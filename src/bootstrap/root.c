@@ -4,23 +4,21 @@
  *
  * It runs in the process that called ccl_get_unique_id (or in rank 0 with
  * CCL_COMM_ID) and exits once all ranks are served or CCL_TIMEOUT passes.
- * A connection that does not prove the secret, sends a malformed frame or
- * claims a rank twice is logged and dropped; the root keeps waiting for the
- * real ranks.
+ * Connections come through an acceptor (accept.h): one that does not prove
+ * the secret, sends a malformed, short or oversized frame, says nothing, or
+ * claims a rank that is already registered is logged and dropped, and the
+ * root keeps serving the real ranks meanwhile.
  */
-#include "bootstrap/wire.h"
+#include "bootstrap/accept.h"
 #include "core/err.h"
 #include "core/param.h"
 #include "core/wait.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* A legitimate rank sends its hello right after connecting; anything slower
- * is a stray client and must not stall the root. */
-#define ROOT_HELLO_TIMEOUT_NS (5ull * 1000000000ull)
 
 typedef struct {
     int lfd;
@@ -28,52 +26,70 @@ typedef struct {
     uint64_t timeout_ns;
 } root_args_t;
 
-int bs_secret_equal(const uint8_t *a, const uint8_t *b)
-{
-    unsigned diff = 0;
-    for (int i = 0; i < BS_SECRET_BYTES; i++)
-        diff |= (unsigned)(a[i] ^ b[i]);
-    return diff == 0;
-}
-
 typedef struct {
+    const uint8_t *secret;
     int nranks;       /* -1 until the first valid hello */
     int registered;
     int *fds;
     bs_peer_t *peers;
 } root_state_t;
 
-/* Reads and validates one hello; on success records the rank and keeps fd. */
-static ccl_result_t root_register(root_state_t *st, const root_args_t *args, int fd)
+/* A registered rank only waits for its table: anything readable on its
+ * connection (more bytes, or the close of a rank that gave up) means the
+ * registration is no longer good. */
+static int root_conn_healthy(int fd)
 {
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 0;
+}
+
+static void root_unregister(root_state_t *st, int rank, const char *why)
+{
+    LOG_WARN(SUB_BOOTSTRAP, "bootstrap root: dropped the registration of rank %d: %s", rank, why);
+    close(st->fds[rank]);
+    st->fds[rank] = -1;
+    st->registered--;
+}
+
+/* The acceptor's check: a valid hello that fits the ranks seen so far. A
+ * hello for a rank whose registered connection went bad replaces it. */
+static ccl_result_t root_check(const void *frame, size_t len, const char *from, void *arg)
+{
+    root_state_t *st = arg;
     bs_hello_t h;
-    ccl_result_t res = sock_recv_all(fd, &h, sizeof h, wait_now_ns() + ROOT_HELLO_TIMEOUT_NS);
+    ccl_result_t res = bs_hello_parse(frame, len, st->secret, from, &h);
     if (res != CCL_SUCCESS)
         return res;
-    if (h.magic != BS_MAGIC || h.version != BS_VERSION)
-        return err_set(CCL_ERR_REMOTE, "bootstrap root: frame with bad magic/version dropped");
-    if (!bs_secret_equal(h.secret, args->secret))
-        return err_set(CCL_ERR_REMOTE, "bootstrap root: connection with a wrong secret dropped");
-    if (h.nranks < 1 || h.nranks > BS_MAX_RANKS || h.rank < 0 || h.rank >= h.nranks)
-        return err_set(CCL_ERR_REMOTE, "bootstrap root: rank %d of %d is out of range", h.rank, h.nranks);
-    if (st->nranks < 0) {
-        st->fds = malloc((size_t)h.nranks * sizeof *st->fds);
-        st->peers = calloc((size_t)h.nranks, sizeof *st->peers);
-        if (!st->fds || !st->peers)
-            return err_set(CCL_ERR_SYSTEM, "bootstrap root: out of memory for %d ranks", h.nranks);
-        for (int i = 0; i < h.nranks; i++)
-            st->fds[i] = -1;
-        st->nranks = h.nranks;
+    if (st->nranks >= 0 && h.nranks != st->nranks)
+        return err_set(CCL_ERR_REMOTE, "%s: rank %d says nranks=%d, others said %d", from, h.rank, h.nranks,
+                       st->nranks);
+    if (st->nranks >= 0 && st->fds[h.rank] >= 0) {
+        if (root_conn_healthy(st->fds[h.rank]))
+            return err_set(CCL_ERR_REMOTE, "%s: rank %d is already registered", from, h.rank);
+        root_unregister(st, h.rank, "its connection closed or sent more than its hello; a new one replaces it");
     }
-    if (h.nranks != st->nranks)
-        return err_set(CCL_ERR_REMOTE, "bootstrap root: rank %d says nranks=%d, others said %d",
-                       h.rank, h.nranks, st->nranks);
-    if (st->fds[h.rank] >= 0)
-        return err_set(CCL_ERR_REMOTE, "bootstrap root: rank %d registered twice", h.rank);
-    st->peers[h.rank] = h.info;
-    st->peers[h.rank].rank = h.rank;
-    st->peers[h.rank].hostname[BS_HOSTNAME_MAX - 1] = '\0';
-    st->fds[h.rank] = fd;
+    return CCL_SUCCESS;
+}
+
+/* Records a checked hello; the first one fixes nranks. */
+static ccl_result_t root_register(root_state_t *st, const bs_hello_t *h, int fd)
+{
+    if (st->nranks < 0) {
+        st->fds = malloc((size_t)h->nranks * sizeof *st->fds);
+        st->peers = calloc((size_t)h->nranks, sizeof *st->peers);
+        if (!st->fds || !st->peers) {
+            free(st->fds);
+            free(st->peers);
+            st->fds = NULL;
+            st->peers = NULL;
+            return err_set(CCL_ERR_SYSTEM, "bootstrap root: out of memory for %d ranks", h->nranks);
+        }
+        for (int i = 0; i < h->nranks; i++)
+            st->fds[i] = -1;
+        st->nranks = h->nranks;
+    }
+    st->peers[h->rank] = h->info;
+    st->fds[h->rank] = fd;
     st->registered++;
     return CCL_SUCCESS;
 }
@@ -81,18 +97,34 @@ static ccl_result_t root_register(root_state_t *st, const root_args_t *args, int
 static void *root_main(void *arg)
 {
     root_args_t *args = arg;
-    root_state_t st = {.nranks = -1};
+    root_state_t st = {.nranks = -1, .secret = args->secret};
+    bs_acceptor_t *acc = NULL;
     uint64_t deadline = wait_now_ns() + args->timeout_ns;
     log_set_rank(-1);
-    while (st.nranks < 0 || st.registered < st.nranks) {
-        int fd = -1;
-        if (sock_accept(args->lfd, deadline, &fd) != CCL_SUCCESS) {
-            LOG_WARN(SUB_BOOTSTRAP, "bootstrap root: gave up after %d of %d ranks registered",
-                     st.registered, st.nranks);
-            goto out;
+    if (bs_acceptor_open(args->lfd, args->secret, sizeof(bs_hello_t), 1, "bootstrap root", &acc) != CCL_SUCCESS)
+        goto out;
+    for (;;) {
+        while (st.nranks < 0 || st.registered < st.nranks) {
+            int fd = -1;
+            bs_hello_t h;
+            if (bs_acceptor_next(acc, root_check, &st, deadline, &fd, &h, NULL) != CCL_SUCCESS) {
+                LOG_WARN(SUB_BOOTSTRAP, "bootstrap root: gave up after %d of %d ranks registered",
+                         st.registered, st.nranks);
+                goto out;
+            }
+            if (root_register(&st, &h, fd) != CCL_SUCCESS)
+                close(fd);
         }
-        if (root_register(&st, args, fd) != CCL_SUCCESS)
-            close(fd); /* already logged by err_set */
+        /* A rank that left (or sent more than its hello) since it
+         * registered must register again before anyone gets a table. */
+        int lost = 0;
+        for (int r = 0; r < st.nranks; r++)
+            if (!root_conn_healthy(st.fds[r])) {
+                root_unregister(&st, r, "its connection closed or sent more than its hello");
+                lost++;
+            }
+        if (!lost)
+            break;
     }
     bs_table_hdr_t hdr = {BS_MAGIC, st.nranks};
     for (int r = 0; r < st.nranks; r++) {
@@ -103,6 +135,7 @@ static void *root_main(void *arg)
     }
     LOG_INFO(SUB_BOOTSTRAP, "bootstrap root: served %d ranks", st.nranks);
 out:
+    bs_acceptor_close(acc);
     for (int r = 0; r < st.nranks; r++)
         if (st.fds[r] >= 0)
             close(st.fds[r]);

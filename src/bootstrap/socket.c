@@ -39,25 +39,49 @@ socklen_t sock_addr_len(const sock_addr_t *addr)
     return addr->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
-ccl_result_t sock_addr_parse(const char *text, sock_addr_t *addr)
+ccl_result_t sock_addr_split(const char *text, char *host, size_t hostlen, int *port)
 {
-    char host[256];
     const char *colon = strrchr(text, ':');
     if (!colon || colon == text || !colon[1])
         return err_set(CCL_ERR_INVALID_ARGUMENT, "address \"%s\" is not host:port", text);
+    const char *h = text;
     size_t hlen = (size_t)(colon - text);
     if (text[0] == '[' && colon[-1] == ']') { /* [v6]:port */
-        text++;
+        if (hlen < 3)
+            return err_set(CCL_ERR_INVALID_ARGUMENT, "address \"%s\" has an empty [host]", text);
+        h++;
         hlen -= 2;
     }
-    if (hlen >= sizeof host)
+    if (hlen >= hostlen)
         return err_set(CCL_ERR_INVALID_ARGUMENT, "host in \"%s\" is too long", text);
-    memcpy(host, text, hlen);
+    memcpy(host, h, hlen);
     host[hlen] = '\0';
     char *end = NULL;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end != '\0' || port <= 0 || port > 65535)
+    errno = 0;
+    long p = strtol(colon + 1, &end, 10);
+    /* A digit first: strtol would also take blanks and signs. */
+    if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || errno != 0 || p <= 0 || p > 65535)
         return err_set(CCL_ERR_INVALID_ARGUMENT, "port in \"%s\" is not 1..65535", text);
+    *port = (int)p;
+    return CCL_SUCCESS;
+}
+
+int sock_addr_valid(const sock_addr_t *addr)
+{
+    if (addr->sa.sa_family == AF_INET)
+        return addr->sin.sin_port != 0;
+    if (addr->sa.sa_family == AF_INET6)
+        return addr->sin6.sin6_port != 0;
+    return 0;
+}
+
+ccl_result_t sock_addr_parse(const char *text, sock_addr_t *addr)
+{
+    char host[256];
+    int port = 0;
+    ccl_result_t res = sock_addr_split(text, host, sizeof host, &port);
+    if (res != CCL_SUCCESS)
+        return res;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
     int rc = getaddrinfo(host, NULL, &hints, &ai);
     if (rc != 0 || !ai)

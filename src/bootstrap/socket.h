@@ -25,6 +25,12 @@ typedef union {
 const char *sock_addr_str(const sock_addr_t *addr, char *buf, size_t len);
 /* Parses "host:port" (name, IPv4 or [IPv6]). */
 ccl_result_t sock_addr_parse(const char *text, sock_addr_t *addr);
+/* The syntax half of sock_addr_parse, without name resolution: host (the
+ * brackets of [IPv6] removed) into host[hostlen], the port (1..65535). */
+ccl_result_t sock_addr_split(const char *text, char *host, size_t hostlen, int *port);
+/* 1 for an IPv4 or IPv6 address with a port: one that came off the wire
+ * and can be connected to. */
+int sock_addr_valid(const sock_addr_t *addr);
 socklen_t sock_addr_len(const sock_addr_t *addr);
 /* The address of the interface bootstrap sockets use (CCL_SOCKET_IFNAME
  * or the first suitable one), port 0. */

@@ -3,11 +3,17 @@
  *
  * All frames are fixed-size structs with a magic and a version, read whole
  * with a deadline and validated field by field before anything is used.
+ * The parsers below (wire.c) are that validation: pure functions from the
+ * bytes received to a checked struct or a specific error, so that each one
+ * has a fuzz target (tests/fuzz/). Byte order is the host's: every rank
+ * runs the same build of ccl. docs/security.md says what this protects.
  */
 #ifndef CCL_BOOTSTRAP_WIRE_H
 #define CCL_BOOTSTRAP_WIRE_H
 
 #include "bootstrap/bootstrap.h"
+
+#include <stddef.h>
 
 #define BS_MAGIC 0x63636c62u /* "cclb" */
 #define BS_VERSION 1
@@ -40,5 +46,82 @@ typedef struct {
     uint32_t magic;
     int32_t nranks;
 } bs_table_hdr_t;
+
+/* The first bytes of every frame sent to the root or to a rank's listener
+ * (bs_hello_t starts with them): what an acceptor checks, in constant time
+ * for the secret, before a frame's own parser runs. */
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint8_t secret[BS_SECRET_BYTES];
+} bs_auth_t;
+_Static_assert(offsetof(bs_hello_t, magic) == offsetof(bs_auth_t, magic) &&
+               offsetof(bs_hello_t, version) == offsetof(bs_auth_t, version) &&
+               offsetof(bs_hello_t, secret) == offsetof(bs_auth_t, secret),
+               "bs_hello_t starts with bs_auth_t");
+
+/* Heads each bs_allgather on the ring, sent once per call to the next
+ * rank: both ends check that they run the same allgather (seq) with the
+ * same block size, instead of exchanging misaligned bytes. */
+#define BS_RING_MAGIC 0x676e6972u /* "ring" */
+typedef struct {
+    uint32_t magic;
+    uint32_t seq;  /* bs_allgather calls so far on this bootstrap */
+    uint64_t size; /* bytes per rank */
+} bs_ring_hdr_t;
+
+/* Shrink (rejoin.c): a survivor asks the new communicator's first member,
+ * on that member's bootstrap listener, for the new unique id, and waits
+ * for the reply. */
+#define BS_KIND_REJOIN 0x726a6e31u /* "rjn1" */
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint8_t secret[BS_SECRET_BYTES];
+    uint32_t kind;
+    int32_t rank;  /* the sender's rank in the old communicator */
+    uint64_t tag;
+} bs_rejoin_req_t;
+_Static_assert(offsetof(bs_rejoin_req_t, secret) == offsetof(bs_auth_t, secret),
+               "bs_rejoin_req_t starts with bs_auth_t");
+
+typedef struct {
+    uint32_t magic;
+    int32_t status; /* 0: id follows; 1: the leader expects another tag */
+    ccl_unique_id_t id;
+} bs_rejoin_reply_t;
+
+/* ---- parsers (wire.c) --------------------------------------------------
+ * Each takes the bytes as received (len is what arrived, never trusted to
+ * be the frame's size) and fills *out only on success. Errors are
+ * CCL_ERR_REMOTE (CCL_ERR_INVALID_ARGUMENT for the unique id, which comes
+ * from the caller) with a message that starts with `from`, which names the
+ * source ("bootstrap root: connection from 10.0.0.2:41234"). */
+
+/* The unique id as handed to ccl_comm_init_rank. */
+ccl_result_t bs_id_parse(const void *buf, size_t len, bs_id_t *out);
+/* Magic, version and secret of any frame that starts with bs_auth_t. */
+ccl_result_t bs_auth_check(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES],
+                           const char *from);
+/* A hello: authenticated, 1 <= nranks <= BS_MAX_RANKS, 0 <= rank < nranks,
+ * and a peer entry that bs_peer_check accepts. */
+ccl_result_t bs_hello_parse(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES],
+                            const char *from, bs_hello_t *out);
+/* One entry of the rank table: an IPv4 or IPv6 address with a port, the
+ * expected rank, a NUL-terminated hostname. */
+ccl_result_t bs_peer_check(const bs_peer_t *p, int rank, const char *from);
+/* The root's reply: the header for a table of `nranks` entries, then the
+ * table itself (nranks * sizeof(bs_peer_t) bytes). */
+ccl_result_t bs_table_hdr_parse(const void *buf, size_t len, int nranks, const char *from,
+                                bs_table_hdr_t *out);
+ccl_result_t bs_table_parse(const void *buf, size_t len, int nranks, const char *from, bs_peer_t *out);
+ccl_result_t bs_ring_hdr_parse(const void *buf, size_t len, uint32_t seq, uint64_t size, const char *from,
+                               bs_ring_hdr_t *out);
+/* A rejoin request: authenticated, the rejoin kind, a rank that is not
+ * negative. Which ranks may ask is the caller's to check. */
+ccl_result_t bs_rejoin_req_parse(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES],
+                                 const char *from, bs_rejoin_req_t *out);
+/* The reply: magic and a status of 0 or 1 (the id is checked when used). */
+ccl_result_t bs_rejoin_reply_parse(const void *buf, size_t len, const char *from, bs_rejoin_reply_t *out);
 
 #endif

@@ -12,6 +12,7 @@
 #include "core/argcheck.h"
 #include "core/comm.h"
 #include "core/err.h"
+#include "core/fault.h"
 #include "core/param.h"
 #include "device/reduce.h"
 
@@ -43,6 +44,16 @@ static ccl_result_t coll_schedule(struct ccl_comm *comm, const coll_args_t *a, a
     }
 }
 
+void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq)
+{
+    if (a->coll != SCHED_P2P_SEND && a->coll != SCHED_P2P_RECV) {
+        comm->coll_calls++;
+        if (comm->board.hdr)
+            shm_board_enter(&comm->board, comm->coll_calls);
+    }
+    fault_before_call(comm, seq);
+}
+
 static void coll_fail_context(const coll_args_t *a, uint64_t seq, int ncalls)
 {
     struct ccl_comm *comm = a->comm;
@@ -69,13 +80,17 @@ static ccl_result_t coll_run_one(coll_args_t *a)
 {
     ccl_result_t res = CCL_SUCCESS;
     struct ccl_comm *comm = a->comm;
+    int verify = 0;
     pthread_mutex_lock(&comm->exec_lock);
-    uint64_t seq = ++comm->seq;
+    /* ccl's own calls (CCL_VERIFY's exchange) keep the user's numbering. */
+    uint64_t seq = a->internal ? comm->seq : ++comm->seq;
     if (atomic_load(&comm->aborted))
         CCL_FAIL(CCL_ERR_ABORTED, "the communicator was aborted");
     if (comm->broken)
         CCL_FAIL(CCL_ERR_INVALID_USAGE, "an earlier collective on this communicator failed; "
                  "its connections are in an unknown state: destroy it and create a new one");
+    if (!a->internal)
+        coll_enter(comm, a, seq);
     if (a->premul_ptr)
         memcpy(a->premul_scalar, a->premul_ptr, dev_dtype_size(a->dtype));
     exec_job_t job = {comm, a, &comm->sched, 1};
@@ -99,15 +114,25 @@ static ccl_result_t coll_run_one(coll_args_t *a)
         CCL_TRY(coll_schedule(comm, a, algo, &comm->sched));
         res = exec_host_run(&job, 1, &failed);
     }
+    if (res == CCL_SUCCESS && !a->internal && (fault_armed || comm->verify_every)) {
+        size_t send_bytes, recv_bytes;
+        coll_extent(a, &send_bytes, &recv_bytes);
+        fault_after_call(comm, seq, a->recvbuf, recv_bytes);
+        verify = verify_due(comm, a);
+    }
 broken:
     if (res != CCL_SUCCESS) {
         /* Peers may be blocked on us mid-schedule: poison the connections
          * so they fail now rather than at their timeout. */
         comm->broken = 1;
-        connect_poison(comm);
+        atomic_store(&comm->broken_code, res);
+        connect_poison(comm, err_message());
     }
 out:
     pthread_mutex_unlock(&comm->exec_lock);
+    /* After the lock: the check is a collective of its own. */
+    if (verify)
+        res = verify_result(comm, a, seq);
     if (res != CCL_SUCCESS) {
         coll_fail_context(a, seq, 1);
         comm_record_error(comm);
@@ -156,6 +181,8 @@ static ccl_result_t coll_run_group(const coll_args_t *in, int ncalls)
         struct ccl_comm *comm = jobs[locked].comm;
         pthread_mutex_lock(&comm->exec_lock);
         seqs[locked] = ++comm->seq;
+        for (int c = 0; c < jobs[locked].ncalls; c++)
+            coll_enter(comm, &jobs[locked].calls[c], seqs[locked]);
         if (atomic_load(&comm->aborted)) {
             failed = locked++;
             CCL_FAIL(CCL_ERR_ABORTED, "the communicator was aborted");
@@ -198,7 +225,8 @@ broken:
     if (res != CCL_SUCCESS) {
         for (int j = 0; j < njobs; j++) {
             jobs[j].comm->broken = 1;
-            connect_poison(jobs[j].comm);
+            atomic_store(&jobs[j].comm->broken_code, res);
+            connect_poison(jobs[j].comm, err_message());
         }
     }
 out:

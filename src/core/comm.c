@@ -4,6 +4,7 @@
  */
 #include "core/comm.h"
 #include "core/err.h"
+#include "core/fault.h"
 #include "core/handle.h"
 #include "core/param.h"
 #include "core/wait.h"
@@ -169,6 +170,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
 {
     ccl_result_t res = CCL_SUCCESS;
     bs_peer_t me;
+    CCL_TRY(fault_init());
     memset(&me, 0, sizeof me);
     me.hostid = topo_host_id();
     me.kernelid = topo_kernel_id();
@@ -197,6 +199,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", 2 * comm->slot_size);
     memset(comm->scratch, 0, 2 * comm->slot_size);
     comm->check_args = param_int(PARAM_CHECK_ARGS) != 0;
+    comm->verify_every = param_int(PARAM_VERIFY) > 0 ? (int)param_int(PARAM_VERIFY) : 0;
     comm->redop_tag = redop_new_tag();
     comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
     comm->single_copy_threshold = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
@@ -207,19 +210,10 @@ out:
     return res;
 }
 
-CCL_API ccl_result_t ccl_comm_init_rank(ccl_comm_t *out, int nranks, ccl_unique_id_t id, int rank)
+ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_t *id, int rank)
 {
     ccl_result_t res = CCL_SUCCESS;
-    struct ccl_comm *comm = NULL;
-    err_clear();
-    if (!out)
-        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_rank: comm is NULL");
-    *out = NULL;
-    if (nranks < 1)
-        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_rank: nranks=%d, must be at least 1", nranks);
-    if (rank < 0 || rank >= nranks)
-        CCL_FAIL(CCL_ERR_INVALID_RANK, "ccl_comm_init_rank: rank %d is not in 0..%d", rank, nranks - 1);
-    comm = calloc(1, sizeof *comm);
+    struct ccl_comm *comm = calloc(1, sizeof *comm);
     if (!comm)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for a communicator");
     comm->rank = rank;
@@ -230,7 +224,7 @@ CCL_API ccl_result_t ccl_comm_init_rank(ccl_comm_t *out, int nranks, ccl_unique_
     pthread_mutex_init(&comm->pending_lock, NULL);
     pthread_cond_init(&comm->pending_cond, NULL);
     log_set_rank(rank);
-    CCL_TRY(comm_init(comm, &id));
+    CCL_TRY(comm_init(comm, id));
     if (handle_add(&comm_live, comm, 0) != 0)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
     atomic_fetch_add(&comm_live_gen, 1);
@@ -239,6 +233,22 @@ CCL_API ccl_result_t ccl_comm_init_rank(ccl_comm_t *out, int nranks, ccl_unique_
 out:
     if (comm)
         comm_free(comm);
+    return res;
+}
+
+CCL_API ccl_result_t ccl_comm_init_rank(ccl_comm_t *out, int nranks, ccl_unique_id_t id, int rank)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    err_clear();
+    if (!out)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_rank: comm is NULL");
+    *out = NULL;
+    if (nranks < 1)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_init_rank: nranks=%d, must be at least 1", nranks);
+    if (rank < 0 || rank >= nranks)
+        CCL_FAIL(CCL_ERR_INVALID_RANK, "ccl_comm_init_rank: rank %d is not in 0..%d", rank, nranks - 1);
+    CCL_TRY(comm_create(out, nranks, &id, rank));
+out:
     return res;
 }
 
@@ -339,7 +349,7 @@ CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm)
     group_drop(comm); /* queued in this thread's open group: they never run */
     /* Wakes our own blocked waiters and tells peers, whose waits on these
      * connections end with an error instead of a timeout. */
-    connect_poison(comm);
+    connect_poison(comm, NULL);
     return comm_teardown(comm, "ccl_comm_abort");
 }
 

@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define COMM_ERR_MAX 1024
 
@@ -73,7 +74,13 @@ struct ccl_comm {
     comm_redop_t *redops;      /* [COMM_MAX_REDOPS], allocated on first use */
     int redop_tag;             /* tells this comm's operators from others' */
     uint64_t seq;              /* collectives run, for error messages */
+    uint64_t coll_calls;       /* collectives entered (not send/recv), under exec_lock; the
+                                * same count on every rank, published on the board */
+    int verify_every;          /* CCL_VERIFY */
+    uint64_t verify_calls;     /* verifiable calls run, under exec_lock */
     int broken;                /* an earlier collective failed mid-way */
+    _Atomic int broken_code;   /* ... with this result (ccl_comm_get_async_error) */
+    _Atomic uint64_t shrinks;  /* ccl_comm_shrink calls on this comm */
 
     _Atomic int aborted;
     pthread_mutex_t pending_lock;
@@ -100,10 +107,13 @@ typedef struct {
     int premul;
     const void *premul_ptr;  /* read when the call runs, if not NULL */
     unsigned char premul_scalar[8];
+    int internal;            /* ccl's own call (CCL_VERIFY's exchange): never verified itself */
 } coll_args_t;
 
 /* comm.c */
 int comm_is_live(const struct ccl_comm *comm);
+/* Joins the communicator of id as `rank` of nranks (arguments checked). */
+ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_t *id, int rank);
 void comm_pending_add(struct ccl_comm *comm);
 void comm_pending_done(struct ccl_comm *comm);
 /* Copies this thread's error message into the comm (for ccl_get_last_error). */
@@ -115,7 +125,10 @@ ccl_result_t connect_mesh(struct ccl_comm *comm);
 ccl_result_t connect_net(struct ccl_comm *comm);
 ccl_result_t connect_board(struct ccl_comm *comm);
 void connect_close(struct ccl_comm *comm);
-void connect_poison(struct ccl_comm *comm);
+/* Ends every connection now so that peers fail instead of waiting: why
+ * says how a collective failed here (NULL: ccl_comm_abort), and reaches
+ * them in their error messages. */
+void connect_poison(struct ccl_comm *comm, const char *why);
 
 /* exec_host.c. One job per communicator: the calls on it, in the order
  * every rank agrees on, each with its schedule. */
@@ -139,6 +152,17 @@ size_t exec_board_bytes(const coll_args_t *args, int nranks);
 ccl_result_t coll_run(const coll_args_t *calls, int ncalls);
 /* Bytes of the user's buffers one call reads and writes on this rank. */
 void coll_extent(const coll_args_t *a, size_t *send_bytes, size_t *recv_bytes);
+
+/* exec_host.c: whether a process of this host has exited (a zombie counts). */
+int exec_pid_dead(pid_t pid);
+/* coll.c: counts a call that is about to run (fault injection, progress
+ * beacon); under exec_lock. */
+void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq);
+
+/* verify.c (CCL_VERIFY): whether call a is one to check (counts it;
+ * under exec_lock), and the check, run after it succeeded. */
+int verify_due(struct ccl_comm *comm, const coll_args_t *a);
+ccl_result_t verify_result(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq);
 
 /* group.c: whether this thread is inside ccl_group_start/end; queue a
  * call there (takes the comm's pending count with it); `checked` is the

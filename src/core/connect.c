@@ -23,6 +23,7 @@
 #include "core/err.h"
 #include "core/param.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,19 @@ ccl_result_t connect_mesh(struct ccl_comm *comm)
     CCL_TRY(bs_allgather(&comm->bs, names, (size_t)n * SHM_NAME_MAX));
     for (size_t i = 0; i < (size_t)n * (size_t)n; i++)
         names[i * SHM_NAME_MAX + SHM_NAME_MAX - 1] = '\0'; /* whatever a peer sent */
+    /* Peers' names are opened and unlinked below: only names of the form
+     * shm_name_new makes, never an arbitrary /dev/shm entry. */
+    for (int q = 0; q < n; q++) {
+        if (q == r || !connect_is_local(comm, q))
+            continue;
+        for (int p = 0; p < n; p++) {
+            char *name = names + ((size_t)q * (size_t)n + (size_t)p) * SHM_NAME_MAX;
+            char from[48];
+            snprintf(from, sizeof from, "rank %d: rank %d", r, q);
+            if (name[0] && shm_name_check(name, SHM_NAME_MAX, from) != CCL_SUCCESS)
+                CCL_FAIL(CCL_ERR_REMOTE, "%s", err_message());
+        }
+    }
     for (int p = 0; p < n && res == CCL_SUCCESS; p++)
         if (connect_is_local(comm, p))
             res = shm_conn_create(&comm->recv_conns[p], comm->nslots, comm->slot_size,
@@ -124,6 +138,13 @@ ccl_result_t connect_board(struct ccl_comm *comm)
         CCL_TRY(shm_name_new(names, "/ccl-b"));
     CCL_TRY(bs_allgather(&comm->bs, names, SHM_NAME_MAX));
     names[SHM_NAME_MAX - 1] = '\0';
+    if (comm->rank != 0) {
+        /* Opened and unlinked below: only a name of the form rank 0's
+         * shm_name_new makes, never an arbitrary /dev/shm entry. */
+        char from[32];
+        snprintf(from, sizeof from, "rank %d: rank 0", comm->rank);
+        CCL_TRY(shm_name_check(names, SHM_NAME_MAX, from));
+    }
     if (comm->rank == 0)
         res = shm_board_create(&comm->board, n, slot, names);
     ccl_result_t bres = bs_barrier(&comm->bs);
@@ -139,13 +160,20 @@ out:
     return res;
 }
 
-void connect_poison(struct ccl_comm *comm)
+void connect_poison(struct ccl_comm *comm, const char *why)
 {
-    net_poison(comm->net);
+    /* Peers see this in their own error: say who we are. */
+    char reason[1024];
+    const char *host = comm->bs.peers ? comm->bs.peers[comm->rank].hostname : "?";
+    if (why)
+        snprintf(reason, sizeof reason, "rank %d (%s) failed: %s", comm->rank, host, why);
+    else
+        snprintf(reason, sizeof reason, "rank %d (%s) called ccl_comm_abort", comm->rank, host);
+    net_poison(comm->net, reason);
     shm_board_poison(&comm->board);
     for (int i = 0; comm->send_conns && i < comm->nranks; i++) {
-        shm_conn_poison(&comm->send_conns[i]);
-        shm_conn_poison(&comm->recv_conns[i]);
+        shm_conn_poison(&comm->send_conns[i], reason);
+        shm_conn_poison(&comm->recv_conns[i], reason);
     }
 }
 

@@ -30,6 +30,7 @@ static const char *const err_strings[CCL_NUM_RESULTS] = {
     [CCL_ERR_INPLACE_LAYOUT] = "buffers overlap in a way the in-place rules forbid",
     [CCL_ERR_MISMATCH] = "ranks called different collectives or arguments",
     [CCL_ERR_GROUP] = "a call that cannot be part of this group, or a group call out of order",
+    [CCL_ERR_CORRUPT] = "data corruption: ranks' results differ where they must be equal",
 };
 
 CCL_API const char *ccl_get_error_string(ccl_result_t result)

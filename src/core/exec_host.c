@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 /* A pid that is gone, or a zombie whose parent has not reaped it yet. */
-static int exec_pid_dead(pid_t pid)
+int exec_pid_dead(pid_t pid)
 {
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 1;
@@ -48,6 +48,41 @@ typedef struct {
     int others;        /* other steps wait too: come back to re-check them */
 } exec_wait_ctx_t;
 
+/* A rank of our host that is gone without having said why (a rank that
+ * failed poisons its connections with a reason before it exits): -1 if
+ * none. Only ranks first..last are looked at. */
+static int exec_dead_local(struct ccl_comm *comm, int first, int last)
+{
+    for (int q = first; q <= last; q++) {
+        const bs_peer_t *p = &comm->bs.peers[q];
+        /* Liveness by pid only works for processes of our host; the net
+         * proxy notices remote failures (closed sockets, keepalive). */
+        if (comm->layout.node_of[q] != comm->layout.node_of[comm->rank] || p->pid == (int32_t)getpid())
+            continue;
+        if (shm_conn_poisoned(&comm->recv_conns[q]) || shm_conn_poisoned(&comm->send_conns[q]))
+            continue;
+        if (exec_pid_dead((pid_t)p->pid))
+            return q;
+    }
+    return -1;
+}
+
+/* The first reason a rank of our host left in a connection with us when
+ * it failed, whatever connection we wait on: a failure spreads to every
+ * local rank at once, not only to those that happen to wait on the rank
+ * that failed. */
+static const char *exec_local_poison(struct ccl_comm *comm, char *buf, size_t len)
+{
+    for (int q = 0; q < comm->nranks; q++) {
+        if (q == comm->rank || comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
+            continue;
+        if (shm_conn_poison_why(&comm->recv_conns[q], buf, len) ||
+            shm_conn_poison_why(&comm->send_conns[q], buf, len))
+            return buf;
+    }
+    return NULL;
+}
+
 /* Runs while a wait sleeps (every few ms). The deadline counts from the
  * last progress of anything this thread drives, not from this wait. */
 static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
@@ -57,20 +92,38 @@ static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
     if (atomic_load(&comm->aborted))
         return err_set(CCL_ERR_ABORTED, "communicator aborted while waiting to %s %s", c->what,
                        c->peer >= 0 ? "a peer" : "all ranks");
-    if (comm->net && net_failed(comm->net))
+    if (comm->net && net_failed(comm->net)) {
+        /* Often the echo of a local rank's death (remote peers noticed it
+         * first and closed their connections): that rank is the cause. */
+        int q = exec_dead_local(comm, 0, comm->nranks - 1);
+        if (q >= 0)
+            return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited; then the network failed: %s", q,
+                           (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, net_error(comm->net));
         return err_set(CCL_ERR_REMOTE, "%s", net_error(comm->net));
-    int first = c->peer >= 0 ? c->peer : 0, last = c->peer >= 0 ? c->peer : comm->nranks - 1;
-    for (int q = first; q <= last; q++) {
-        const bs_peer_t *p = &comm->bs.peers[q];
-        /* Liveness by pid only works for processes of our host; the net
-         * proxy notices remote failures (closed sockets, keepalive). */
-        if (comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
-            continue;
-        if (p->pid != (int32_t)getpid() && exec_pid_dead((pid_t)p->pid))
-            return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it",
-                           q, (int)p->pid, p->hostname, c->what);
     }
+    char why[1024];
+    if (exec_local_poison(comm, why, sizeof why))
+        return err_set(CCL_ERR_REMOTE, "%s", why);
+    int q = exec_dead_local(comm, c->peer >= 0 ? c->peer : 0, c->peer >= 0 ? c->peer : comm->nranks - 1);
+    if (q >= 0)
+        return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it", q,
+                       (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, c->what);
     uint64_t idle = c->idle_since ? wait_now_ns() - c->idle_since : waited_ns;
+    if (idle > comm->bs.timeout_ns && comm->board.hdr) {
+        /* The rank we wait for may itself wait for one that stopped
+         * calling collectives: name that one. */
+        int behind[4];
+        uint64_t at[4];
+        int nb = shm_board_behind(&comm->board, comm->coll_calls, behind, at, 4);
+        if (nb > 0) {
+            const bs_peer_t *p = &comm->bs.peers[behind[0]];
+            return err_set(CCL_ERR_TIMEOUT, "no progress for %llu s (CCL_TIMEOUT): rank %d (pid %d on %s) has not "
+                           "called collective #%llu (it called %llu)%s; we waited to %s %s",
+                           (unsigned long long)(idle / 1000000000ull), behind[0], (int)p->pid, p->hostname,
+                           (unsigned long long)comm->coll_calls, (unsigned long long)at[0],
+                           nb > 1 ? ", nor have others" : "", c->what, c->peer >= 0 ? "a peer" : "all ranks");
+        }
+    }
     if (idle > comm->bs.timeout_ns) {
         if (c->peer < 0)
             return err_set(CCL_ERR_TIMEOUT, "no progress for %llu s (CCL_TIMEOUT) while we waited to %s all ranks",

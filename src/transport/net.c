@@ -7,7 +7,9 @@
  * accepting the connections of the others. Accepted connections do not say
  * who is calling, so each connection's first message is a hello carrying
  * the caller's rank and the comm's identity; only then are receive
- * connections matched to peers.
+ * connections matched to peers. An accepted connection whose hello is
+ * wrong, fails, or names a peer already connected is dropped with a
+ * warning, and the setup waits for the real one.
  *
  * Slots. Message k on a connection is FIFO slot k: the tag is k (the plugin
  * checks that both ends agree), the size is the slice the executor posted.
@@ -15,6 +17,15 @@
  * the send done; a receive slot is published (tail) when its data is in.
  * Slices are never empty, so an empty message is free to mean goodbye: it
  * ends the stream, and a connection that closes after it is no failure.
+ *
+ * Failing. A rank whose connection fails (or whose collective fails or is
+ * aborted) closes all its connections, so that its peers fail at once
+ * instead of at their timeout. A close alone does not say why, and a peer
+ * would blame the rank that closed rather than the dead rank or cut link
+ * behind it; so first, for a moment, the rank says goodbye followed by one
+ * more message, a notice holding the root cause, which the peer reports as
+ * its own error. A goodbye followed by a close is a peer that destroyed its
+ * communicator; followed by a notice, a peer that failed.
  *
  * Sleeping. With nothing to do the proxy sleeps on one process-wide
  * doorbell that the executor rings when it posts or frees a net slot and
@@ -27,6 +38,7 @@
 #include "core/log.h"
 #include "transport/net_plugin.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <sched.h>
@@ -35,9 +47,12 @@
 #include <string.h>
 #include <time.h>
 
-#define NET_HELLO_MAGIC 0x6f6c6c65686c6363ull /* "cclhello" */
 #define NET_HELLO_TAG 0xffffffffu
 #define NET_ERR_MAX 512
+/* How long a failed rank tries to get its notices out before it closes
+ * every connection: notices to peers that read go out in microseconds;
+ * this only bounds the wait on peers that do not (a cut link). */
+#define NET_FAREWELL_NS (250ull * 1000000ull)
 
 static _Atomic uint32_t net_bell, net_bell_waiters;
 
@@ -46,13 +61,6 @@ void net_activity_bump(void)
     atomic_fetch_add_explicit(&net_bell, 1, memory_order_seq_cst);
     wait_wake(&net_bell, &net_bell_waiters);
 }
-
-typedef struct {
-    uint64_t magic;
-    uint64_t comm_id;  /* the bootstrap's secret hash: refuses strays from other comms */
-    int32_t rank;
-    int32_t nranks;
-} net_hello_t;
 
 /* One direction of the connection to one peer, as the proxy sees it. */
 typedef struct {
@@ -67,6 +75,14 @@ typedef struct {
     net_hello_t hello; /* setup only */
     void *hello_req;
     int hello_done;
+    int broken;        /* the plugin failed this connection: nothing more to say on it */
+    /* After a failure, send: 0 nothing said, 1 goodbye posted, 2 notice
+     * posted, 3 done or given up. After a goodbye, recv: 0 no notice
+     * looked for, 1 its receive is posted, 2 resolved. */
+    int farewell;
+    void *note_req;
+    char *note;        /* where the notice lands */
+    char *note_own;    /* recv: a buffer of ours for it, when no slot was posted */
 } net_conn_t;
 
 struct net {
@@ -82,8 +98,15 @@ struct net {
     int thread_started;
     _Atomic int stop;        /* net_destroy: say goodbye, then exit */
     _Atomic int poison;      /* net_poison: close everything now */
+    _Atomic int poison_claimed;
+    char poison_why[NET_ERR_MAX]; /* written by the claimer before poison is set */
     _Atomic int failed;
+    _Atomic int fault_drop;        /* CCL_FAULT drop: end every connection as if cut */
+    _Atomic uint64_t stall_until;  /* CCL_FAULT stall: wait_now_ns() deadline; UINT64_MAX: until stop */
     char err[NET_ERR_MAX];   /* written once, before failed is set */
+    char root[NET_ERR_MAX];  /* what our notices say: err, or the notice that caused it */
+    uint64_t farewell_since; /* proxy's: when it began telling its peers */
+    int closed;              /* proxy's: the plugin comms are closed */
 };
 
 static const ccl_net_v1_t *net_fns(const net_t *net) { return net->plugin->net; }
@@ -91,9 +114,12 @@ static const ccl_net_v1_t *net_fns(const net_t *net) { return net->plugin->net; 
 static const char *net_peer_host(const net_t *net, int q) { return net->peers[q].hostname; }
 
 /* First failure wins: record it, poison every FIFO so the executor's waits
- * end, and let the loop close the plugin comms. */
-static void net_fail(net_t *net, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void net_fail(net_t *net, const char *fmt, ...)
+ * end, and let the loop tell the peers and close the plugin comms. root is
+ * what the notices to our peers will say: a peer's notice that caused this
+ * failure is passed on as it came, so that the cause never drowns in a
+ * chain of "rank x failed because rank y failed". NULL: our own message. */
+static void net_fail(net_t *net, const char *root, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void net_fail(net_t *net, const char *root, const char *fmt, ...)
 {
     if (atomic_load(&net->failed))
         return;
@@ -101,17 +127,19 @@ static void net_fail(net_t *net, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(net->err, sizeof net->err, fmt, ap);
     va_end(ap);
+    snprintf(net->root, sizeof net->root, "%s", root ? root : net->err);
     atomic_store(&net->failed, 1);
     LOG_INFO(SUB_NET, "net: %s", net->err);
     for (int i = 0; i < net->nconns; i++)
-        shm_conn_poison(&net->conns[i].end);
+        shm_conn_poison(&net->conns[i].end, NULL);
 }
 
 static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const char *what)
 {
     net_plugin_error(net->plugin, code);
-    net_fail(net, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer, net_peer_host(net, c->peer),
-             err_message());
+    c->broken = 1;
+    net_fail(net, NULL, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
+             net_peer_host(net, c->peer), err_message());
 }
 
 static void net_close_comms(net_t *net)
@@ -170,6 +198,62 @@ static int net_test_slot(net_t *net, net_conn_t *c, size_t *got)
     return done;
 }
 
+/* The message after a peer's goodbye (message end.pos): empty when the
+ * peer destroyed its communicator, the cause when it failed. Returns 1 once
+ * resolved, 0 while it has not arrived, -1 when it was a failure. */
+static int net_read_trailer(net_t *net, net_conn_t *c)
+{
+    const ccl_net_v1_t *fn = net_fns(net);
+    const char *host = net_peer_host(net, c->peer);
+    uint32_t n = c->end.pos + 1;
+    int done = 0;
+    size_t got = 0;
+    if (c->farewell == 0) {
+        if (c->posted > n) {
+            /* Already posted into a free slot, like any message. */
+            c->note_req = c->req[n % net->nslots];
+            c->note = shm_slot_at(&c->end, n);
+        } else {
+            if (!c->note_own)
+                c->note_own = malloc(NET_ERR_MAX);
+            void *data = c->note_own;
+            size_t size = NET_ERR_MAX;
+            uint32_t tag = n;
+            if (!data || fn->irecv(c->pcomm, 1, &data, &size, &tag, NULL, &c->note_req) != CCL_SUCCESS)
+                goto destroyed; /* it is gone already: a goodbye is all we got */
+            if (!c->note_req)
+                return 0;
+            c->note = c->note_own;
+        }
+        c->farewell = 1;
+    }
+    if (fn->test(c->note_req, &done, &got) != CCL_SUCCESS)
+        goto destroyed;
+    if (!done)
+        return 0;
+    c->farewell = 2;
+    if (got > 0) {
+        /* The peer's text: printable characters only, and terminated. */
+        char note[NET_ERR_MAX];
+        size_t len = 0;
+        for (; len < got && len + 1 < sizeof note && c->note[len]; len++)
+            note[len] = isprint((unsigned char)c->note[len]) ? c->note[len] : '?';
+        note[len] = '\0';
+        net_fail(net, note, "rank %d: rank %d (%s) gave up: %s", net->rank, c->peer, host, note);
+        return -1;
+    }
+destroyed:
+    /* Only a wait on this connection ends (a collective that still expects
+     * data from the peer); the others carry on, e.g. p2p between the
+     * remaining ranks. Receives posted after the goodbye never complete. */
+    c->farewell = 2;
+    char why[128];
+    snprintf(why, sizeof why, "rank %d (%s) destroyed its communicator", c->peer, host);
+    shm_conn_poison(&c->end, why);
+    LOG_INFO(SUB_NET, "rank %d: %s", net->rank, why);
+    return 1;
+}
+
 /* Moves what can move on one connection; returns the number of events
  * (posts and completions), -1 on failure. */
 static int net_progress(net_t *net, net_conn_t *c)
@@ -187,58 +271,86 @@ static int net_progress(net_t *net, net_conn_t *c)
         if (r < 0)
             return -1;
         events++;
-        if (c->is_send) {
+        if (c->is_send)
             shm_recv_done(&c->end); /* the slot is the executor's again */
-        } else if (got == 0) {
-            /* Goodbye: the peer destroyed its comm. Receives posted after it
-             * never complete. Only a wait on this connection ends (a
-             * collective that still expects data from the peer); the
-             * others carry on, e.g. p2p between the remaining ranks. */
-            c->bye = 1;
-            shm_conn_poison(&c->end);
-            LOG_INFO(SUB_NET, "rank %d: rank %d (%s) closed its communicator", net->rank, c->peer,
-                     net_peer_host(net, c->peer));
-        } else {
+        else if (got == 0)
+            c->bye = 1; /* goodbye: its trailer says why (net_read_trailer) */
+        else
             shm_send_post(&c->end, SHM_SLOT_DATA, got);
-        }
+    }
+    if (c->bye && !c->is_send && c->farewell < 2) {
+        r = net_read_trailer(net, c);
+        if (r < 0)
+            return -1;
+        events += r;
     }
     return events;
 }
 
-/* Destroy: every slot the executor posted has left, then an empty message
- * on each send connection tells the peer we are done (not failed). */
-static int net_goodbye(net_t *net)
+/* Says goodbye on send connection c: an empty message, then the trailer
+ * (note, len bytes; empty for a destroy). Returns 1 once both have left or
+ * the connection failed (nothing more can be said on it), 0 meanwhile. */
+static int net_say_goodbye(net_t *net, net_conn_t *c, const char *note, size_t len)
 {
     const ccl_net_v1_t *fn = net_fns(net);
+    if (c->farewell == 3 || c->broken || !c->pcomm)
+        return 1;
+    ccl_result_t res = CCL_SUCCESS;
+    if (c->farewell == 0) {
+        res = fn->isend(c->pcomm, &c->hello, 0, c->posted, NULL, &c->bye_req);
+        if (res == CCL_SUCCESS && c->bye_req) {
+            c->bye = 1; /* nothing more of the executor's goes out */
+            c->farewell = 1;
+        }
+    }
+    if (res == CCL_SUCCESS && c->farewell == 1) {
+        res = fn->isend(c->pcomm, len ? note : (const char *)&c->hello, len, c->posted + 1, NULL, &c->note_req);
+        if (res == CCL_SUCCESS && c->note_req)
+            c->farewell = 2;
+    }
+    if (res == CCL_SUCCESS && c->farewell == 2) {
+        /* Requests complete in order: the trailer done means all is out. */
+        int done = 0;
+        res = fn->test(c->note_req, &done, NULL);
+        if (res == CCL_SUCCESS && done)
+            c->farewell = 3;
+    }
+    if (res != CCL_SUCCESS)
+        c->farewell = 3; /* the peer is gone: nothing left to say */
+    return c->farewell == 3;
+}
+
+/* Destroy: every slot the executor posted has left, then a goodbye with an
+ * empty trailer tells each peer we are done (not failed). Returns the
+ * connections still busy. */
+static int net_goodbye(net_t *net)
+{
     int pending = 0;
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
-        if (!c->is_send || !c->pcomm)
+        if (!c->is_send)
             continue;
-        if (c->end.pos != c->posted || c->posted != shm_peer_count(&c->end)) {
+        if (c->farewell == 0 && (c->end.pos != c->posted || c->posted != shm_peer_count(&c->end)))
             pending++;
-            continue;
-        }
-        if (!c->bye) {
-            ccl_result_t res = fn->isend(c->pcomm, &c->hello, 0, c->posted, NULL, &c->bye_req);
-            if (res != CCL_SUCCESS)
-                return 0; /* the peer is gone: nothing left to say */
-            if (!c->bye_req) {
-                pending++;
-                continue;
-            }
-            c->bye = 1;
-        }
-        if (c->bye_req) {
-            int done = 0;
-            if (fn->test(c->bye_req, &done, NULL) != CCL_SUCCESS)
-                continue;
-            if (done)
-                c->bye_req = NULL;
-            else
-                pending++;
-        }
+        else
+            pending += !net_say_goodbye(net, c, NULL, 0);
     }
+    return pending;
+}
+
+/* Failure: a goodbye whose trailer is the root cause, on every connection
+ * still standing, whatever was in flight (it goes out first). Returns the
+ * connections still busy. */
+static int net_farewell(net_t *net)
+{
+    /* The peer posted its receive for a slot (or our NET_ERR_MAX). */
+    size_t len = strlen(net->root) + 1;
+    if (len > net->slot_size)
+        len = net->slot_size;
+    int pending = 0;
+    for (int i = 0; i < net->nconns; i++)
+        if (net->conns[i].is_send)
+            pending += !net_say_goodbye(net, &net->conns[i], net->root, len);
     return pending;
 }
 
@@ -260,7 +372,19 @@ static void *net_proxy_main(void *arg)
     for (;;) {
         uint32_t seen = atomic_load(&net_bell);
         if (atomic_load(&net->poison) && !atomic_load(&net->failed))
-            net_fail(net, "rank %d: the communicator was aborted or a collective failed on this rank", net->rank);
+            net_fail(net, NULL, "%s", net->poison_why);
+        if (atomic_load(&net->fault_drop) && !atomic_load(&net->failed))
+            net_fail(net, NULL, "rank %d (%s): CCL_FAULT dropped this rank's network connections", net->rank,
+                     net_peer_host(net, net->rank));
+        uint64_t stall = atomic_load(&net->stall_until);
+        if (stall && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
+            if (wait_now_ns() < stall) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            atomic_store(&net->stall_until, 0);
+        }
         int events = 0;
         if (!atomic_load(&net->failed)) {
             for (int i = 0; i < net->nconns && events >= 0; i++) {
@@ -269,8 +393,20 @@ static void *net_proxy_main(void *arg)
                 events = e < 0 ? -1 : events + e;
             }
         }
-        if (atomic_load(&net->failed))
-            net_close_comms(net); /* peers fail now, not at their timeout */
+        if (atomic_load(&net->failed) && !net->closed) {
+            /* Tell the peers why, then close: they fail now, not at their
+             * timeout, and name the cause. */
+            uint64_t now = wait_now_ns();
+            if (!net->farewell_since)
+                net->farewell_since = now;
+            if (net_farewell(net) > 0 && now - net->farewell_since < NET_FAREWELL_NS) {
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            net_close_comms(net);
+            net->closed = 1;
+        }
         if (atomic_load(&net->stop)) {
             if (!stop_since)
                 stop_since = wait_now_ns();
@@ -308,17 +444,37 @@ static uint64_t net_comm_id(const bs_t *bs)
     return h;
 }
 
+ccl_result_t net_hello_parse(const void *buf, size_t len, uint64_t comm_id, int nranks, int self, const char *from,
+                             net_hello_t *out)
+{
+    net_hello_t h;
+    if (len != sizeof h)
+        return err_set(CCL_ERR_REMOTE, "%s: a net hello is %zu bytes, this one %zu", from, sizeof h, len);
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != NET_HELLO_MAGIC)
+        return err_set(CCL_ERR_REMOTE, "%s: not a ccl net hello (magic 0x%016llx)", from,
+                       (unsigned long long)h.magic);
+    if (h.comm_id != comm_id)
+        return err_set(CCL_ERR_REMOTE, "%s: a hello from another communicator", from);
+    if (h.nranks != nranks || h.rank < 0 || h.rank >= nranks || h.rank == self)
+        return err_set(CCL_ERR_REMOTE, "%s: rank %d of %d is not a peer of rank %d of %d", from, h.rank, h.nranks,
+                       self, nranks);
+    *out = h;
+    return CCL_SUCCESS;
+}
+
 /* Connects to every remote peer and accepts theirs, hellos included, before
  * the deadline. Both directions progress in one loop since every rank
  * connects and accepts at once. */
-static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *handles, const int *remote)
+static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *handles)
 {
     ccl_result_t res = CCL_SUCCESS;
     const ccl_net_v1_t *fn = net_fns(net);
-    int nremote = net->nconns / 2, naccepted = 0;
-    net_conn_t **accepted = calloc((size_t)nremote + 1, sizeof *accepted);
-    net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending); /* accepted, peer unknown yet */
-    if (!accepted || !pending)
+    int nremote = net->nconns / 2, nmatched = 0, ninflight = 0;
+    /* Accepted connections whose hello has not been matched yet; pcomm
+     * NULL marks a free entry. */
+    net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending);
+    if (!pending)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
     uint64_t deadline = wait_now_ns() + bs->timeout_ns;
     uint64_t comm_id = net_comm_id(bs);
@@ -354,24 +510,22 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                 moved += c->hello_done;
             }
         }
-        while (naccepted < nremote) {
+        while (nmatched + ninflight < nremote) {
             void *rc = NULL;
             CCL_TRY(net_plugin_error(net->plugin, fn->accept(listen_comm, &rc)));
             if (!rc)
                 break;
-            net_conn_t *p = &pending[naccepted];
-            p->pcomm = rc;
-            void *data = &p->hello;
-            size_t size = sizeof p->hello;
-            uint32_t tag = NET_HELLO_TAG;
-            CCL_TRY(net_plugin_error(net->plugin, fn->irecv(rc, 1, &data, &size, &tag, NULL, &p->hello_req)));
-            accepted[naccepted++] = p;
+            net_conn_t *p = pending;
+            while (p->pcomm)
+                p++; /* one is free: fewer than nremote are in flight */
+            *p = (net_conn_t){.pcomm = rc};
+            ninflight++;
             moved++;
         }
-        waiting += nremote - naccepted;
-        for (int a = 0; a < naccepted; a++) {
-            net_conn_t *p = accepted[a];
-            if (p->hello_done)
+        waiting += nremote - nmatched - ninflight;
+        for (int a = 0; a < nremote; a++) {
+            net_conn_t *p = &pending[a];
+            if (!p->pcomm)
                 continue;
             if (!p->hello_req) {
                 void *data = &p->hello;
@@ -384,25 +538,37 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                 }
             }
             size_t got = 0;
-            CCL_TRY(net_plugin_error(net->plugin, fn->test(p->hello_req, &p->hello_done, &got)));
-            if (!p->hello_done) {
+            char from[64];
+            snprintf(from, sizeof from, "rank %d: dropped a net connection", net->rank);
+            ccl_result_t tres = net_plugin_error(net->plugin, fn->test(p->hello_req, &p->hello_done, &got));
+            if (tres == CCL_SUCCESS && !p->hello_done) {
                 waiting++;
                 continue;
             }
             moved++;
-            int q = p->hello.rank;
-            if (got != sizeof p->hello || p->hello.magic != NET_HELLO_MAGIC || p->hello.comm_id != comm_id ||
-                p->hello.nranks != net->nranks || q < 0 || q >= net->nranks || !remote[q])
-                CCL_FAIL(CCL_ERR_REMOTE, "rank %d: a net connection sent a hello that does not belong to this "
-                         "communicator (rank %d of %d)", net->rank, q, (int)p->hello.nranks);
+            net_hello_t h;
             net_conn_t *c = NULL;
-            for (int i = 1; i < net->nconns; i += 2)
-                if (net->conns[i].peer == q)
-                    c = &net->conns[i];
-            if (!c || c->pcomm)
-                CCL_FAIL(CCL_ERR_REMOTE, "rank %d: rank %d connected twice", net->rank, q);
-            c->pcomm = p->pcomm;
+            if (tres != CCL_SUCCESS)
+                LOG_WARN(SUB_NET, "%s: its hello failed: %s", from, err_message());
+            else if (net_hello_parse(&p->hello, got, comm_id, net->nranks, net->rank, from, &h) == CCL_SUCCESS) {
+                for (int i = 1; i < net->nconns; i += 2)
+                    if (net->conns[i].peer == h.rank)
+                        c = &net->conns[i];
+                if (!c)
+                    LOG_WARN(SUB_NET, "%s: rank %d is on this host, not a net peer", from, (int)h.rank);
+                else if (c->pcomm) {
+                    LOG_WARN(SUB_NET, "%s: rank %d is connected already", from, (int)h.rank);
+                    c = NULL;
+                }
+            }
+            if (c) {
+                c->pcomm = p->pcomm;
+                nmatched++;
+            } else {
+                fn->close_recv(p->pcomm); /* nothing to report: the connection is gone */
+            }
             p->pcomm = NULL;
+            ninflight--;
         }
         if (waiting == 0)
             break;
@@ -421,10 +587,9 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
         }
     }
 out:
-    for (int a = 0; a < naccepted; a++)
-        if (accepted[a]->pcomm)
-            fn->close_recv(accepted[a]->pcomm);
-    free(accepted);
+    for (int a = 0; pending && a < nremote; a++)
+        if (pending[a].pcomm)
+            fn->close_recv(pending[a].pcomm);
     free(pending);
     return res;
 }
@@ -469,7 +634,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     }
     res = bs_allgather(bs, handles, CCL_NET_HANDLE_MAXSIZE);
     if (res == CCL_SUCCESS)
-        res = net_setup_conns(net, bs, listen_comm, handles, remote);
+        res = net_setup_conns(net, bs, listen_comm, handles);
     fn->close_listen(listen_comm);
     listen_comm = NULL;
     /* Every rank holds all its connections (or failed) after this. */
@@ -516,12 +681,29 @@ const char *net_error(const net_t *net)
     return atomic_load(&net->failed) ? net->err : "";
 }
 
-void net_poison(net_t *net)
+void net_poison(net_t *net, const char *why)
 {
     if (!net)
         return;
-    atomic_store(&net->poison, 1);
+    /* The first caller's reason is the one the peers hear; it is written
+     * before poison is set, and only by that caller. */
+    if (atomic_exchange(&net->poison_claimed, 1) == 0) {
+        snprintf(net->poison_why, sizeof net->poison_why, "%s",
+                 why && why[0] ? why : "the communicator was aborted or a collective failed");
+        atomic_store(&net->poison, 1);
+    }
     net_activity_bump();
+}
+
+void net_fault_drop(net_t *net)
+{
+    atomic_store(&net->fault_drop, 1);
+    net_activity_bump();
+}
+
+void net_fault_stall(net_t *net, int64_t ms)
+{
+    atomic_store(&net->stall_until, ms > 0 ? wait_now_ns() + (uint64_t)ms * 1000000ull : UINT64_MAX);
 }
 
 void net_destroy(net_t *net)
@@ -537,6 +719,8 @@ void net_destroy(net_t *net)
         net_close_comms(net);
         net_plugin_put(net->plugin);
     }
+    for (int i = 0; i < net->nconns; i++)
+        free(net->conns[i].note_own);
     free(net->conns);
     free(net);
 }

@@ -14,8 +14,8 @@
  * A plugin failure, a peer that closes its sockets or dies, or net_poison
  * on this rank ends every connection: the proxy poisons the FIFOs (the
  * executor's waits end at once), remembers the message naming the peer,
- * and closes its plugin connections so that the peers fail too instead of
- * waiting for their timeout.
+ * tells each peer that cause in a notice, and closes its plugin connections
+ * so that the peers fail too instead of waiting for their timeout.
  */
 #ifndef CCL_TRANSPORT_NET_H
 #define CCL_TRANSPORT_NET_H
@@ -25,6 +25,22 @@
 #include "transport/shm.h"
 
 typedef struct net net_t;
+
+/* The first message on every net connection, connector to acceptor:
+ * accepted connections do not say who calls, this does. */
+#define NET_HELLO_MAGIC 0x6f6c6c65686c6363ull /* "cclhello" */
+typedef struct {
+    uint64_t magic;
+    uint64_t comm_id;  /* a hash of the bootstrap's secret: refuses strays from other comms */
+    int32_t rank;
+    int32_t nranks;
+} net_hello_t;
+
+/* Validates a hello of len bytes (what the plugin reported) for this comm:
+ * its comm id, nranks, and a rank in range other than `self`. On failure
+ * CCL_ERR_REMOTE, with a message that starts with `from`. */
+ccl_result_t net_hello_parse(const void *buf, size_t len, uint64_t comm_id, int nranks, int self, const char *from,
+                             net_hello_t *out);
 
 /* Connects this rank to every rank q with remote[q] != 0 (one connection
  * each way) and starts the proxy thread. Fills send_conns[q] and
@@ -38,8 +54,13 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
 int net_failed(const net_t *net);
 const char *net_error(const net_t *net);
 /* Ends every connection now (abort, a failed collective): peers see them
- * close. */
-void net_poison(net_t *net);
+ * close, after a notice that carries why (this rank's account of what
+ * failed) into their error messages. */
+void net_poison(net_t *net, const char *why);
+/* CCL_FAULT (core/fault.h): end every connection as a cut link would, or
+ * stop the proxy thread for ms milliseconds (0: until net_destroy). */
+void net_fault_drop(net_t *net);
+void net_fault_stall(net_t *net, int64_t ms);
 /* Lets queued sends leave, says goodbye to each peer, stops the proxy and
  * closes the connections. NULL is allowed. */
 void net_destroy(net_t *net);

@@ -35,11 +35,21 @@
  * per listener: bounds what strangers can make a listener hold. */
 #define NET_SOCK_MAX_INCOMING 64
 #define NET_SOCK_MAX_GROUPS 16
-/* Keepalive: a silent peer is declared dead after about 10 + 3 x 5 s,
- * well inside CCL_TIMEOUT's default, instead of the kernel's 2 hours. */
-#define NET_SOCK_KEEPIDLE_S 10
-#define NET_SOCK_KEEPINTVL_S 5
-#define NET_SOCK_KEEPCNT 3
+/* Dead peers and cut links: TCP keepalive, timed from CCL_TIMEOUT (see
+ * net_sock_silence_s). A socket that has heard nothing from its peer for a
+ * while is probed every few seconds, and NET_SOCK_KEEPCNT unanswered probes
+ * close it with ETIMEDOUT, which net_socket_io.c reports naming the peer.
+ * Only the peer's kernel answers probes, so a slow, busy, stopped or late
+ * peer process never trips this: only a dead host or a cut link does. It
+ * covers every rank cut off from a peer because every rank has a receive
+ * connection from every remote rank, and a receive socket sends nothing
+ * but acks, which leaves it idle, hence probed, when the peer falls silent.
+ * TCP_USER_TIMEOUT is deliberately not set: it would replace the probe
+ * count (a silent socket would then wait out the whole user timeout), and
+ * a zero window that outlasts it (a receiver that joins a collective late
+ * while we already sent it data) would close a healthy connection. */
+#define NET_SOCK_KEEPCNT 4
+#define NET_SOCK_SILENCE_MAX_S 20
 /* Largest message: far above any buffer, low enough that no size
  * arithmetic on it overflows. */
 #define NET_SOCK_MAX_MSG ((size_t)1 << 48)
@@ -154,9 +164,29 @@ static void net_sock_describe(char *buf, size_t len, int rank, const sock_addr_t
         snprintf(buf, len, "peer at %s", a);
 }
 
+/* Half of CCL_TIMEOUT, at most NET_SOCK_SILENCE_MAX_S: a cut link is named
+ * as such well before a wait on it gives up with a bare timeout, while a
+ * link that recovers within seconds (a flapping port) survives. At least
+ * one second per probe and one of idleness before the first. */
+int net_sock_silence_s(void)
+{
+    int64_t s = param_int(PARAM_TIMEOUT) / 2;
+    if (s > NET_SOCK_SILENCE_MAX_S)
+        s = NET_SOCK_SILENCE_MAX_S;
+    if (s < NET_SOCK_KEEPCNT + 1)
+        s = NET_SOCK_KEEPCNT + 1;
+    return (int)s;
+}
+
+/* idle + KEEPCNT x interval = the silence: 5 s is 1 + 4 x 1, 20 s is
+ * 12 + 4 x 2. */
 static void net_sock_tune(int fd)
 {
-    sock_set_keepalive(fd, NET_SOCK_KEEPIDLE_S, NET_SOCK_KEEPINTVL_S, NET_SOCK_KEEPCNT);
+    int silence = net_sock_silence_s();
+    int interval = silence / (2 * NET_SOCK_KEEPCNT);
+    if (interval < 1)
+        interval = 1;
+    sock_set_keepalive(fd, silence - NET_SOCK_KEEPCNT * interval, interval, NET_SOCK_KEEPCNT);
 }
 
 static uint64_t net_sock_deadline(void)
@@ -299,6 +329,38 @@ static void net_sock_pending_free(net_sock_pending_t *p, int close_fds)
     free(p);
 }
 
+/* Whether p is a connect this process started and has not finished. */
+static int net_sock_pending_known(const net_sock_pending_t *p)
+{
+    int found = 0;
+    pthread_mutex_lock(&net_sock_g.lock);
+    for (const net_sock_pending_t *q = net_sock_g.pending; q && !found; q = q->next)
+        found = q == p;
+    pthread_mutex_unlock(&net_sock_g.lock);
+    return found;
+}
+
+ccl_result_t net_sock_handle_parse(const void *buf, size_t len, net_sock_handle_t *out)
+{
+    net_sock_handle_t h;
+    char a[80];
+    if (len < sizeof h)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: a handle of %zu bytes, %zu needed", len, sizeof h);
+    memcpy(&h, buf, sizeof h);
+    if (h.magic != NET_SOCK_HANDLE_MAGIC || h.version != NET_SOCK_WIRE_VERSION)
+        return err_set(CCL_ERR_INVALID_ARGUMENT,
+                       "net/socket: connect was given a handle that this plugin's listen did not write "
+                       "(magic 0x%08x, version %u)", h.magic, h.version);
+    if (!sock_addr_valid(&h.addr))
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: the handle names no usable address (%s)",
+                       sock_addr_str(&h.addr, a, sizeof a));
+    if (h.stage != 0 || h.pending || h.rank < -1)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: the handle is corrupt (stage %u, rank %d)", h.stage,
+                       h.rank);
+    *out = h;
+    return CCL_SUCCESS;
+}
+
 static ccl_result_t net_sock_pending_start(const net_sock_handle_t *h, int rank, net_sock_pending_t **out)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -386,15 +448,20 @@ static ccl_result_t net_sock_connect(int dev, int rank, void *handle, void **sen
     net_sock_handle_t *h = handle;
     *send_comm = NULL;
     CCL_TRY(net_sock_check_dev(dev));
-    if (h->magic != NET_SOCK_HANDLE_MAGIC || h->version != NET_SOCK_WIRE_VERSION)
-        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT,
-                 "net/socket: connect was given a handle that this plugin's listen did not write "
-                 "(magic 0x%08x, version %u)", h->magic, h->version);
     if (h->stage == 0) {
+        net_sock_handle_t peer;
+        CCL_TRY(net_sock_handle_parse(handle, CCL_NET_HANDLE_MAXSIZE, &peer));
         net_sock_pending_t *p = NULL;
-        CCL_TRY(net_sock_pending_start(h, rank, &p));
+        CCL_TRY(net_sock_pending_start(&peer, rank, &p));
         h->pending = p;
         h->stage = 1;
+    } else if (h->stage != 1 || !net_sock_pending_known(h->pending)) {
+        /* Only our own connect() writes a stage: a peer's bytes must never
+         * become a pointer we follow. */
+        h->stage = 0;
+        h->pending = NULL;
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "net/socket: connect was given a handle with a connect in progress "
+                 "that this process did not start");
     }
     net_sock_pending_t *p = h->pending;
     int ready = 0;
@@ -422,18 +489,25 @@ out:
 
 /* ---- accept ------------------------------------------------------------------ */
 
-static const char *net_sock_hello_problem(const net_sock_listen_t *l, const net_sock_hello_t *m)
+const char *net_sock_hello_parse(const void *buf, size_t len, uint64_t listen_id, net_sock_hello_t *out)
 {
-    if (m->magic != NET_SOCK_HELLO_MAGIC)
+    net_sock_hello_t m;
+    if (len != sizeof m)
+        return "a hello of the wrong size";
+    memcpy(&m, buf, sizeof m);
+    if (m.magic != NET_SOCK_HELLO_MAGIC)
         return "not a ccl net/socket hello";
-    if (m->version != NET_SOCK_WIRE_VERSION)
+    if (m.version != NET_SOCK_WIRE_VERSION)
         return "a different wire version";
-    if (m->listen_id != l->listen_id)
+    if (m.listen_id != listen_id)
         return "meant for another listener (stale handle?)";
-    if (m->nsocks < 1 || m->nsocks > NET_SOCK_MAX_SOCKS || m->index >= m->nsocks)
+    if (m.nsocks < 1 || m.nsocks > NET_SOCK_MAX_SOCKS || m.index >= m.nsocks)
         return "socket count or index out of range";
-    if (m->conn_id == 0)
+    if (m.conn_id == 0)
         return "no connection id";
+    if (m.rank < -1)
+        return "a negative rank";
+    *out = m;
     return NULL;
 }
 
@@ -487,7 +561,8 @@ static void net_sock_read_hellos(net_sock_listen_t *l, uint64_t now)
             in->got += (size_t)got;
         if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             why = "closed before its hello";
-        else if (in->got == sizeof in->hello && !(why = net_sock_hello_problem(l, &in->hello)))
+        else if (in->got == sizeof in->hello &&
+                 !(why = net_sock_hello_parse(&in->hello, in->got, l->listen_id, &in->hello)))
             why = net_sock_group_add(l, in);
         else if (in->got < sizeof in->hello && now > in->deadline)
             why = "sent no hello within CCL_TIMEOUT";

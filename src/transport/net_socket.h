@@ -16,6 +16,7 @@
 #include "bootstrap/socket.h"
 #include "ccl_net.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define NET_SOCK_HANDLE_MAGIC 0x6b73636eu /* "ncsk" */
@@ -61,8 +62,26 @@ typedef struct {
     uint64_t size;       /* bytes of the whole message */
 } net_sock_msg_hdr_t;
 
+/* ---- parsers: what a peer sends, checked before use (fuzzed in tests/fuzz/) */
+
+/* A socket's hello (len bytes arrived) for the listener with listen_id:
+ * NULL with *out filled, or the reason to drop the socket. */
+const char *net_sock_hello_parse(const void *buf, size_t len, uint64_t listen_id, net_sock_hello_t *out);
+/* The header of message seq, for a receive posted with cap bytes and tag:
+ * 0 with *out filled, or -1 with the reason (naming peer) in why. Writes no
+ * thread state, so the plugin's helper threads can call it. */
+int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap, uint32_t tag, const char *peer,
+                           net_sock_msg_hdr_t *out, char *why, size_t whylen);
+/* A handle as connect() receives it from a peer (through the bootstrap),
+ * before connect() keeps state in it. */
+ccl_result_t net_sock_handle_parse(const void *buf, size_t len, net_sock_handle_t *out);
+
 /* The plugin struct (the default of net_plugin.c). */
 extern const ccl_net_v1_t net_socket_plugin;
+
+/* Seconds of silence (no byte, no keepalive answer) after which a socket
+ * of the plugin fails with ETIMEDOUT; derived from CCL_TIMEOUT. */
+int net_sock_silence_s(void);
 
 /* Overrides CCL_NSOCKS_PERTHREAD and CCL_SOCKET_NTHREADS for connections
  * created after the call (tests and net-bench compare layouts in one

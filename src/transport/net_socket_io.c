@@ -141,6 +141,17 @@ static void net_io_closed(net_sock_comm_t *c, net_sock_t *s, uint64_t seq)
     net_activity_bump();
 }
 
+/* What a socket error means for the link. ETIMEDOUT is keepalive giving
+ * up (net_socket.c): the peer's host stopped answering at all. */
+static const char *net_io_why(int e, char *buf, size_t len)
+{
+    if (e != ETIMEDOUT)
+        return strerror(e);
+    snprintf(buf, len, "no answer from its host for %d s (TCP keepalive): the link is down or the host is dead",
+             net_sock_silence_s());
+    return buf;
+}
+
 static ccl_result_t net_io_failure(net_sock_comm_t *c)
 {
     /* The writer published fail_msg before the release store of failed. */
@@ -236,42 +247,52 @@ static void net_io_piece_done(net_sock_t *s)
     net_activity_bump(); /* the net proxy may sleep waiting for this */
 }
 
+int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap, uint32_t tag, const char *peer,
+                           net_sock_msg_hdr_t *out, char *why, size_t whylen)
+{
+    net_sock_msg_hdr_t h;
+    if (len != sizeof h) {
+        snprintf(why, whylen, "net/socket: %s: a message header of %zu bytes, %zu expected", peer, len, sizeof h);
+        return -1;
+    }
+    memcpy(&h, buf, sizeof h);
+    unsigned long long want = (unsigned long long)seq;
+    if (h.magic != NET_SOCK_MSG_MAGIC)
+        snprintf(why, whylen,
+                 "net/socket: %s sent an invalid message header (magic 0x%08x, message %llu): not a ccl peer, "
+                 "or the stream is corrupt",
+                 peer, h.magic, want);
+    else if (h.seq != seq)
+        snprintf(why, whylen,
+                 "net/socket: %s sent the header of message %llu where message %llu was due: the stream is "
+                 "corrupt",
+                 peer, (unsigned long long)h.seq, want);
+    else if (h.size > cap)
+        snprintf(why, whylen,
+                 "net/socket: %s sent %llu bytes as message %llu, but the receive posted for it holds %zu bytes",
+                 peer, (unsigned long long)h.size, want, cap);
+    else if (h.tag != tag)
+        snprintf(why, whylen, "net/socket: %s sent message %llu with tag %u, but the receive was posted with tag %u",
+                 peer, want, h.tag, tag);
+    else {
+        *out = h;
+        return 0;
+    }
+    return -1;
+}
+
 /* The lead socket read a header: check it against the posted receive
  * before anything is written to the buffer. Returns 0, or -1 (failed). */
 static int net_io_header(net_sock_comm_t *c, net_sock_t *s)
 {
     net_sock_req_t *r = s->req;
-    const net_sock_msg_hdr_t *h = &s->hdr;
-    unsigned long long seq = (unsigned long long)r->seq;
-    if (h->magic != NET_SOCK_MSG_MAGIC) {
-        net_io_fail(c, CCL_ERR_REMOTE,
-                    "net/socket: %s sent an invalid message header (magic 0x%08x, socket %d of %d, "
-                    "message %llu): not a ccl peer, or the stream is corrupt",
-                    c->peer, h->magic, s->index, c->nsocks, seq);
+    net_sock_msg_hdr_t h;
+    char why[400];
+    if (net_sock_msg_hdr_parse(&s->hdr, sizeof s->hdr, r->seq, r->cap, r->tag, c->peer, &h, why, sizeof why) != 0) {
+        net_io_fail(c, CCL_ERR_REMOTE, "%s (socket %d of %d)", why, s->index, c->nsocks);
         return -1;
     }
-    if (h->seq != r->seq) {
-        net_io_fail(c, CCL_ERR_REMOTE,
-                    "net/socket: %s sent the header of message %llu where message %llu was due "
-                    "(socket %d of %d): the stream is corrupt",
-                    c->peer, (unsigned long long)h->seq, seq, s->index, c->nsocks);
-        return -1;
-    }
-    if (h->size > r->cap) {
-        net_io_fail(c, CCL_ERR_REMOTE,
-                    "net/socket: %s sent %llu bytes as message %llu, but the receive posted for it "
-                    "holds %zu bytes",
-                    c->peer, (unsigned long long)h->size, seq, r->cap);
-        return -1;
-    }
-    if (h->tag != r->tag) {
-        net_io_fail(c, CCL_ERR_REMOTE,
-                    "net/socket: %s sent message %llu with tag %u, but the receive was posted "
-                    "with tag %u",
-                    c->peer, seq, h->tag, r->tag);
-        return -1;
-    }
-    r->size = (size_t)h->size;
+    r->size = (size_t)h.size;
     net_io_layout(r, c->nsocks);
     atomic_store_explicit(&r->hdr_ready, 1, memory_order_release);
     /* The other sockets (maybe of other helpers) can now see their part, or
@@ -304,11 +325,12 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
             if (w < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                     return NET_IO_WANT;
+                char why[160];
                 net_io_fail(c, CCL_ERR_REMOTE,
                             "net/socket: connection to %s lost while sending message %llu "
                             "(socket %d of %d): %s",
                             c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
-                            strerror(errno));
+                            net_io_why(errno, why, sizeof why));
                 return NET_IO_FAILED;
             }
             size_t done = (size_t)w;
@@ -353,11 +375,12 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
             if (got < 0) {
                 if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                     return NET_IO_WANT;
+                char why[160];
                 net_io_fail(c, CCL_ERR_REMOTE,
                             "net/socket: connection to %s lost while receiving message %llu "
                             "(socket %d of %d): %s",
                             c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
-                            strerror(errno));
+                            net_io_why(errno, why, sizeof why));
                 return NET_IO_FAILED;
             }
             if (in_hdr) {

@@ -4,8 +4,10 @@
 #include "transport/shm.h"
 #include "core/err.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,7 +27,7 @@ struct shm_fifo {
     uint64_t slot_size;
     uint64_t slots_offset;
     _Atomic uint32_t poisoned;   /* set by either side on abort/failure */
-    uint32_t reserved;
+    _Atomic uint32_t why_state;  /* the poisoner's reason: 0 none, 1 being written, 2 there */
     char pad0[SHM_LINE - 32];
     _Atomic uint32_t tail;
     _Atomic uint32_t tail_waiters;
@@ -39,8 +41,16 @@ struct shm_fifo {
     uint32_t kind[];
 };
 
+/* Why the FIFO was poisoned, in the header page after the slot kinds: the
+ * first poisoner with a reason claims it (why_state 0 -> 1), writes the text
+ * and publishes it (2), so that the peer's error names the cause (a dead
+ * rank, a cut link) instead of only saying that the peer gave up. */
+#define SHM_WHY_OFFSET 3072
+#define SHM_WHY_MAX 1024
+
 _Static_assert(sizeof(struct shm_fifo) == 3 * SHM_LINE, "shm_fifo header layout");
-_Static_assert(3 * SHM_LINE + SHM_MAX_SLOTS * sizeof(uint32_t) <= 4096, "slot kinds fit the header page");
+_Static_assert(3 * SHM_LINE + SHM_MAX_SLOTS * sizeof(uint32_t) <= SHM_WHY_OFFSET, "slot kinds fit the header page");
+_Static_assert(SHM_WHY_OFFSET + SHM_WHY_MAX <= 4096, "the reason fits the header page");
 
 static size_t shm_map_len(uint32_t nslots, size_t slot_size, size_t *slots_offset)
 {
@@ -192,17 +202,39 @@ static void shm_ring_doorbell(shm_conn_t *conn)
     }
 }
 
+ccl_result_t shm_name_check(const char *name, size_t len, const char *from)
+{
+    const char *end = memchr(name, '\0', len);
+    size_t at = 5, n = end ? (size_t)(end - name) : 0;
+    int ok = end && n > at && strncmp(name, "/ccl-", at) == 0;
+    if (ok && n == at + 33 && name[at] == 'b') /* the one-shot board's "/ccl-b" */
+        at++;
+    ok = ok && n == at + 32;
+    for (size_t i = at; ok && i < n; i++)
+        ok = (name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f');
+    if (!ok)
+        return err_set(CCL_ERR_REMOTE, "%s: \"%.*s\" is not a ccl shared-memory segment name", from,
+                       (int)(end ? n : (len < 64 ? len : 64)), name);
+    return CCL_SUCCESS;
+}
+
 void shm_name_unlink(const char *name)
 {
     if (name[0])
         shm_unlink(name);
 }
 
-void shm_conn_poison(shm_conn_t *conn)
+void shm_conn_poison(shm_conn_t *conn, const char *why)
 {
     if (!conn->fifo)
         return;
-    atomic_store(&conn->fifo->poisoned, 1);
+    shm_fifo_t *f = conn->fifo;
+    uint32_t unclaimed = 0;
+    if (why && why[0] && atomic_compare_exchange_strong(&f->why_state, &unclaimed, 1)) {
+        snprintf((char *)f + SHM_WHY_OFFSET, SHM_WHY_MAX, "%s", why);
+        atomic_store_explicit(&f->why_state, 2, memory_order_release);
+    }
+    atomic_store(&f->poisoned, 1);
     /* Wake whoever sleeps on either counter; they re-check and see poison. */
     wait_wake(&conn->fifo->tail, &conn->fifo->tail_waiters);
     wait_wake(&conn->fifo->head, &conn->fifo->head_waiters);
@@ -213,6 +245,29 @@ void shm_conn_close(shm_conn_t *conn)
     if (conn->fifo && conn->map_len)
         munmap(conn->fifo, conn->map_len);
     memset(conn, 0, sizeof *conn);
+}
+
+/* The copy is made of printable characters only: the peer wrote it. A
+ * reason still being written is waited for briefly; its writer may have
+ * died meanwhile. */
+const char *shm_conn_poison_why(const shm_conn_t *conn, char *buf, size_t len)
+{
+    const shm_fifo_t *f = conn->fifo;
+    if (!f || !atomic_load(&f->poisoned))
+        return NULL;
+    uint32_t state = atomic_load_explicit(&f->why_state, memory_order_acquire);
+    for (int i = 0; state == 1 && i < 1000; i++) {
+        sched_yield();
+        state = atomic_load_explicit(&f->why_state, memory_order_acquire);
+    }
+    if (state != 2 || len == 0)
+        return NULL;
+    const char *src = (const char *)f + SHM_WHY_OFFSET;
+    size_t n = 0;
+    for (; n + 1 < len && n < SHM_WHY_MAX && src[n]; n++)
+        buf[n] = isprint((unsigned char)src[n]) ? src[n] : '?';
+    buf[n] = '\0';
+    return buf;
 }
 
 /* Poison is this layer's own failure signal; the caller's check (abort,
@@ -228,8 +283,13 @@ static ccl_result_t shm_check(void *arg, uint64_t waited_ns)
     /* The caller's check first: when our own comm was aborted (which also
      * poisons the connection), that is the error to report. */
     ccl_result_t res = c->outer->check ? c->outer->check(c->outer->arg, waited_ns) : CCL_SUCCESS;
-    if (res == CCL_SUCCESS && atomic_load(&c->conn->fifo->poisoned))
-        res = err_set(CCL_ERR_REMOTE, "the peer aborted or failed on this connection");
+    if (res == CCL_SUCCESS && atomic_load(&c->conn->fifo->poisoned)) {
+        char why[SHM_WHY_MAX];
+        if (shm_conn_poison_why(c->conn, why, sizeof why))
+            res = err_set(CCL_ERR_REMOTE, "%s", why);
+        else
+            res = err_set(CCL_ERR_REMOTE, "the peer aborted or failed on this connection");
+    }
     return res;
 }
 

@@ -73,8 +73,15 @@ ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, 
                                    _Atomic uint32_t *doorbell, _Atomic uint32_t *doorbell_waiters);
 /* Removes the name; the mapping stays valid. Safe to call twice. */
 void shm_name_unlink(const char *name);
-/* Marks the connection failed so the peer's waits end (abort, errors). */
-void shm_conn_poison(shm_conn_t *conn);
+/* A segment name received from a peer (len bytes): only a name that
+ * shm_conn_create or shm_board_create writes ("/ccl-" or "/ccl-b", then 32
+ * lowercase hex digits) is ever opened, never a path of the peer's choice.
+ * CCL_ERR_REMOTE with a message starting with `from` otherwise. */
+ccl_result_t shm_name_check(const char *name, size_t len, const char *from);
+/* Marks the connection failed so the peer's waits end (abort, errors).
+ * why (may be NULL) says what happened, for the peer's error message; the
+ * first reason given stays. */
+void shm_conn_poison(shm_conn_t *conn, const char *why);
 void shm_conn_close(shm_conn_t *conn);
 
 /* Data path. The wait functions block through `policy` (spin/yield/futex with
@@ -99,6 +106,9 @@ void *shm_slot_at(const shm_conn_t *conn, uint32_t i);
 size_t shm_slot_len_at(const shm_conn_t *conn, uint32_t i);
 int shm_slot_is_ref_at(const shm_conn_t *conn, uint32_t i);
 int shm_conn_poisoned(const shm_conn_t *conn);
+/* The reason a poisoner gave (shm_conn_poison), copied into buf; NULL when
+ * the connection is not poisoned or nobody said why. */
+const char *shm_conn_poison_why(const shm_conn_t *conn, char *buf, size_t len);
 /* Sender side: waits until the receiver consumed everything posted. */
 ccl_result_t shm_send_drain(shm_conn_t *conn, const wait_policy_t *policy);
 

@@ -14,6 +14,12 @@
 
 #define BOARD_MAGIC 0x63636c6fu /* "cclo" */
 #define BOARD_MAX_RANKS 64
+/* Banks the calls rotate through: a rank that waits for nobody (a
+ * broadcast's root) may run BOARD_BANKS - 1 calls ahead of the slowest
+ * reader before it waits, as MPI's eager sends let a root run ahead. With
+ * two banks, a loop of small broadcasts on oversubscribed cores paid a
+ * sleep and a wake-up per call. */
+#define BOARD_BANKS 8
 
 struct shm_board_hdr {
     uint32_t magic, nranks;
@@ -26,14 +32,17 @@ struct shm_board_hdr {
         _Atomic uint32_t released; /* grows by nranks per call: ranks done reading it */
         _Atomic uint32_t rwaiters;
         char pad[64 - 16];
-    } bank[2];
+    } bank[BOARD_BANKS];
     /* Calls each rank has published, for naming the missing ones. */
     _Atomic uint32_t published[BOARD_MAX_RANKS];
+    /* Collectives each rank has entered (shm_board_enter), on any path. */
+    _Atomic uint64_t entered[BOARD_MAX_RANKS];
 };
+_Static_assert(sizeof(struct shm_board_hdr) <= 4096, "the board header must fit its page");
 
 static size_t board_len(int nranks, size_t slot_bytes)
 {
-    return 4096 + 2 * (size_t)nranks * slot_bytes;
+    return 4096 + BOARD_BANKS * (size_t)nranks * slot_bytes;
 }
 
 static ccl_result_t board_map(shm_board_t *b, int fd, size_t len)
@@ -83,7 +92,10 @@ ccl_result_t shm_board_open(shm_board_t *b, const char *name, int nranks, int ra
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < 4096)
         CCL_FAIL(CCL_ERR_REMOTE, "one-shot board %s is too small", name);
     CCL_TRY(board_map(b, fd, (size_t)st.st_size));
-    if (b->hdr->magic != BOARD_MAGIC || b->hdr->nranks != (uint32_t)nranks ||
+    /* slot_bytes is bounded by the file before board_len multiplies it: a
+     * corrupt one must not wrap around to the right length. */
+    if (nranks < 1 || b->hdr->magic != BOARD_MAGIC || b->hdr->nranks != (uint32_t)nranks ||
+        b->hdr->slot_bytes > ((size_t)st.st_size - 4096) / (2 * (size_t)nranks) ||
         board_len(nranks, b->hdr->slot_bytes) != (size_t)st.st_size) {
         munmap(b->hdr, b->map_len);
         b->hdr = NULL;
@@ -103,7 +115,7 @@ void shm_board_poison(shm_board_t *b)
     if (!b->hdr)
         return;
     atomic_store(&b->hdr->poisoned, 1);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < BOARD_BANKS; k++) {
         wait_wake(&b->hdr->bank[k].arrived, &b->hdr->bank[k].waiters);
         wait_wake(&b->hdr->bank[k].released, &b->hdr->bank[k].rwaiters);
     }
@@ -165,14 +177,15 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
     if (wait_for == BOARD_WAIT_NONE && atomic_load(&b->hdr->poisoned))
         return err_set(CCL_ERR_REMOTE, "a local rank aborted or failed: the one-shot board is unusable");
     uint32_t call = ++b->calls;
-    int k = (int)(call & 1);
+    int k = (int)(call % BOARD_BANKS);
     char *bank = b->slots + (size_t)k * (size_t)b->nranks * b->slot_bytes;
     board_check_t ctx = {b, policy, call};
     wait_policy_t inner = {board_check, &ctx, policy->spin, policy->yield};
-    /* The bank's previous call (call - 2) may still be read by a rank that
-     * did not wait for us (broadcast, reduce): our slot is free once every
-     * rank released it. After a call where all waited for all, it is. */
-    uint32_t uses = (call + 1) / 2; /* this call included */
+    /* The bank's previous call (call - BOARD_BANKS) may still be read by a
+     * rank that did not wait for us (broadcast, reduce): our slot is free
+     * once every rank released it. After a call where all waited for all,
+     * it is. */
+    uint32_t uses = (call + BOARD_BANKS - 1) / BOARD_BANKS; /* this call included */
     CCL_TRY(board_wait_count(&b->hdr->bank[k].released, &b->hdr->bank[k].rwaiters, (uses - 1) * (uint32_t)b->nranks,
                              &inner));
     memcpy(bank + (size_t)b->rank * b->slot_bytes, data, bytes);
@@ -198,7 +211,25 @@ out:
 
 void shm_board_release(shm_board_t *b)
 {
-    int k = (int)(b->calls & 1);
+    int k = (int)(b->calls % BOARD_BANKS);
     atomic_fetch_add_explicit(&b->hdr->bank[k].released, 1, memory_order_acq_rel);
     wait_wake(&b->hdr->bank[k].released, &b->hdr->bank[k].rwaiters);
+}
+
+void shm_board_enter(shm_board_t *b, uint64_t ncoll)
+{
+    atomic_store_explicit(&b->hdr->entered[b->rank], ncoll, memory_order_relaxed);
+}
+
+int shm_board_behind(const shm_board_t *b, uint64_t ncoll, int *ranks, uint64_t *at, int max)
+{
+    int n = 0;
+    for (int q = 0; q < b->nranks && n < max; q++) {
+        uint64_t e = atomic_load_explicit(&b->hdr->entered[q], memory_order_relaxed);
+        if (e < ncoll) {
+            ranks[n] = q;
+            at[n++] = e;
+        }
+    }
+    return n;
 }

@@ -6,9 +6,9 @@
  * counter; when the counter shows every rank arrived, each rank reads all
  * slots. A small allreduce then costs one synchronisation instead of the
  * ring's 2(n-1) sequential hops, which matters most when ranks outnumber
- * cores and every hop is a context switch. Two banks alternate (by call
- * parity) so a fast rank's next call never overwrites slots a slow rank is
- * still reading: a rank writes its slot for call g+2 only after every rank
+ * cores and every hop is a context switch. Eight banks rotate (by call
+ * number) so a fast rank's next call never overwrites slots a slow rank is
+ * still reading: a rank writes its slot for call g+8 only after every rank
  * released call g. Rooted calls wait only for whom they read: a broadcast's
  * root posts and returns, the others wait for the root alone.
  */
@@ -27,7 +27,7 @@ typedef struct shm_board_hdr shm_board_hdr_t;
 typedef struct {
     shm_board_hdr_t *hdr;
     size_t map_len;
-    char *slots;       /* [2 banks][nranks][slot_bytes] */
+    char *slots;       /* [BOARD_BANKS][nranks][slot_bytes] */
     int nranks, rank;
     size_t slot_bytes;
     uint32_t calls;    /* calls made on this board by this rank */
@@ -55,5 +55,11 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
 /* This rank is done reading the bank of its last exchange (every rank
  * calls it once per call, also when it read nothing). */
 void shm_board_release(shm_board_t *b);
+
+/* Progress beacons, for naming a rank that stopped calling collectives:
+ * each rank publishes how many collectives it has entered, and a rank that
+ * times out lists the ranks behind it (up to max; at[i]: their count). */
+void shm_board_enter(shm_board_t *b, uint64_t ncoll);
+int shm_board_behind(const shm_board_t *b, uint64_t ncoll, int *ranks, uint64_t *at, int max);
 
 #endif

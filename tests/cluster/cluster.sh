@@ -17,6 +17,8 @@
 #                                     CCL_* variable is forwarded, and CCL_COMM_ID is
 #                                     set to node1's address and a fresh port if unset
 #   cluster.sh check [PART...]        the correctness checks (tests/cluster/checks.sh)
+#   cluster.sh link NODE down|up      cut NODE off the switch (its port goes down,
+#                                     as a pulled cable) or connect it again
 #   cluster.sh hosts [-M m | -L ..]   the -H list for mpirun, e.g. node1:2,node2:2
 #   cluster.sh preflight              exit 0 if a cluster can be built here, else
 #                                     print why and exit 77
@@ -410,6 +412,17 @@ cluster_run() {
     cluster_mpirun -H "$h" -np "$np" "${opts[@]}" "$@"
 }
 
+# The switch end of the node's veth: the node sees its carrier go, and no
+# packet passes either way; nothing else changes.
+node_link() {
+    local i
+    i=$(node_index "$1")
+    case "${2:-}" in
+    up | down) ip -n "$(ns_sw "$NAME")" link set "p$i" "$2" ;;
+    *) die "link: use link NODE down|up" ;;
+    esac
+}
+
 # ---- main ---------------------------------------------------------------------------
 
 cmd=${1:-}
@@ -435,6 +448,7 @@ exec) node_exec "$@" ;;
 mpirun) cluster_mpirun "$@" ;;
 run) cluster_run "$@" ;;
 hosts) hosts_list "$@" ;;
+link) node_link "$@" ;;
 check) exec "$HERE/checks.sh" "$@" ;;
 preflight)
     why=$(preflight_reason)

@@ -41,6 +41,10 @@ typedef struct {
 /* Body of one rank; a nonzero return (or any tst_fail) fails the run. */
 typedef int (*tst_rank_fn)(tst_ctx_t *ctx, void *arg);
 
+/* A rank whose death by SIGKILL is the test's intent (CCL_FAULT=kill):
+ * tst_run_ranks counts it as a success. -1: none. */
+extern int tst_sigkill_ok_rank;
+
 /* Forks nranks children running fn; 0 when every child exits 0 within
  * tst_timeout(timeout_s) seconds. Prints one summary line either way. */
 int tst_run_ranks(const char *name, int nranks, int timeout_s, tst_rank_fn fn, void *arg);

@@ -40,8 +40,14 @@
 #define NOTICE_S 40.0
 
 static uint64_t base_seed;
-/* Set just before expect_failure issues its call (the aborter waits for it). */
-static atomic_int issuing;
+/* How long the last expect_failure call took. */
+static double g_last_dt;
+/* Set just before expect_failure issues its call: the aborter counts from there. */
+static int g_call_started;
+/* The aborter fires this long after rank 0 enters its call... */
+#define ABORT_AFTER_S 0.3
+/* ... and the blocked call must return within this much more. */
+#define ABORT_UNBLOCK_S 1.0
 
 /* The count picks the path: small ones go one-shot, large ones through
  * the ring and the FIFOs, and each path must notice on its own. */
@@ -72,10 +78,11 @@ static ccl_result_t expect_failure(tst_ctx_t *ctx, ccl_comm_t comm, const tst_ca
     tst_bufs_t b;
     tst_case_prepare(c, ctx->rank, ctx->nranks, &b, 0);
     tst_set_case(ctx, "%s: %s that must fail", scenario, tst_coll_name(c->coll));
-    atomic_store(&issuing, 1);
     double t0 = tst_now();
+    __atomic_store_n(&g_call_started, 1, __ATOMIC_RELEASE);
     ccl_result_t rc = tst_case_issue(c, &b, comm, NULL);
     double dt = tst_now() - t0;
+    g_last_dt = dt;
     if (rc == CCL_SUCCESS) {
         tst_fail(ctx, "%s: %s succeeded although a peer is gone", scenario,
                  tst_coll_name(c->coll));
@@ -223,12 +230,10 @@ typedef struct {
 static void *aborter(void *p)
 {
     abort_arg_t *a = p;
-    /* Long enough for the main thread to be blocked inside the call,
-     * counted from when it issues it (preparing 1M elements can take
-     * longer than that under a sanitizer). */
-    while (!atomic_load(&issuing))
+    /* Long enough for the main thread to be blocked inside the call. */
+    while (!__atomic_load_n(&g_call_started, __ATOMIC_ACQUIRE))
         usleep(1000);
-    usleep(300000);
+    usleep((useconds_t)(ABORT_AFTER_S * 1e6));
     a->rc = ccl_comm_abort(a->comm);
     return NULL;
 }
@@ -247,6 +252,9 @@ static int abort_body(tst_ctx_t *ctx, void *arg)
         if (pthread_create(&th, NULL, aborter, &a) != 0)
             tst_fatal(ctx, "pthread_create failed");
         expect_failure(ctx, comm, &c, "abort");
+        if (g_last_dt > ABORT_AFTER_S + ABORT_UNBLOCK_S)
+            tst_fail(ctx, "the blocked call returned %.2f s after ccl_comm_abort (bound %.1f s)",
+                     g_last_dt - ABORT_AFTER_S, ABORT_UNBLOCK_S);
         pthread_join(th, NULL);
         if (a.rc != CCL_SUCCESS)
             tst_fail(ctx, "ccl_comm_abort from a second thread returned %s",

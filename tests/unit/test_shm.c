@@ -404,6 +404,34 @@ static void run_transfer(uint32_t nslots, size_t slot_size, uint32_t nslices, wa
 
 /* Each policy's check gives up after 10 s: a lost wake-up or a stuck FIFO
  * fails the test instead of hanging it. */
+/* The one-shot board: 0600, and a header whose slot size would wrap the
+ * length check around to the real size is refused (its slots would lie
+ * far outside the mapping). */
+static void test_board_mode_and_corrupt_header(void **state)
+{
+    (void)state;
+    shm_board_t b, o;
+    char name[SHM_NAME_MAX], path[64 + SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(name, "/ccl-b"), CCL_SUCCESS);
+    assert_int_equal(shm_board_create(&b, 4, 64, name), CCL_SUCCESS);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(shm_board_open(&o, name, 4, 1), CCL_SUCCESS);
+    shm_board_close(&o);
+    /* The header starts magic, nranks (4 bytes each), slot_bytes (8). */
+    uint64_t *slot_bytes = (uint64_t *)((char *)b.hdr + 8);
+    assert_int_equal(*slot_bytes, 64);
+    *slot_bytes = 64 + (1ull << 61); /* 2 banks x 4 ranks x this wraps to 512 */
+    assert_int_equal(shm_board_open(&o, name, 4, 1), CCL_ERR_REMOTE);
+    assert_non_null(strstr(err_message(), "corrupt header"));
+    *slot_bytes = 64;
+    assert_int_equal(shm_board_open(&o, name, 3, 1), CCL_ERR_REMOTE);
+    shm_name_unlink(name);
+    shm_board_close(&b);
+}
+
 static void test_transfer_futex_only(void **state)
 {
     (void)state;
@@ -486,7 +514,7 @@ static void test_transfer_across_fork(void **state)
         shm_recv_done(&rcv);
     }
     if (failed)
-        shm_conn_poison(&rcv); /* let the child's wait end */
+        shm_conn_poison(&rcv, NULL); /* let the child's wait end */
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     shm_name_unlink(name);
@@ -602,7 +630,7 @@ static void poison_case(int block_receiver, int poison_from_sender)
         usleep(1000);
     usleep(100 * 1000);
     uint64_t t_poison = wait_now_ns();
-    shm_conn_poison(poison_from_sender ? &snd : &rcv);
+    shm_conn_poison(poison_from_sender ? &snd : &rcv, NULL);
     pthread_join(t, NULL);
     double ms = (double)(int64_t)(b.end_ns - t_poison) / 1e6; /* < 0: ended before the poison */
     if (b.rc != CCL_ERR_REMOTE || ms > 1000.0) {
@@ -636,7 +664,7 @@ static void test_poison_before_wait(void **state)
     (void)state;
     shm_conn_t rcv, snd;
     open_pair(&rcv, &snd, 4, 64);
-    shm_conn_poison(&snd);
+    shm_conn_poison(&snd, NULL);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
     const void *slot;
@@ -647,7 +675,7 @@ static void test_poison_before_wait(void **state)
     assert_true(err_message()[0] != '\0');
     shm_conn_close(&snd);
     shm_conn_close(&rcv);
-    shm_conn_poison(&rcv); /* closed: nothing to poison, no crash */
+    shm_conn_poison(&rcv, NULL); /* closed: nothing to poison, no crash */
 }
 
 static void test_check_callback_ends_wait(void **state)
@@ -706,7 +734,7 @@ static ccl_result_t late_data_cb(void *arg, uint64_t waited_ns)
             return err_set(CCL_ERR_INTERNAL, "the test's send slot was not free");
         memcpy(slot, "last", 5);
         shm_send_post(c->snd, SHM_SLOT_DATA, 5);
-        shm_conn_poison(c->snd);
+        shm_conn_poison(c->snd, NULL);
     }
     /* A backstop, so that a wait that never ends shows up as a timeout. */
     return c->calls > 400 ? err_set(CCL_ERR_TIMEOUT, "test backstop") : CCL_SUCCESS;
@@ -773,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_create_open_unlink),
         cmocka_unit_test(test_open_missing),
         cmocka_unit_test(test_open_corrupt),
+        cmocka_unit_test(test_board_mode_and_corrupt_header),
         cmocka_unit_test(test_transfer_futex_only),
         cmocka_unit_test(test_transfer_spinning),
         cmocka_unit_test(test_transfer_few_slots),

@@ -1,0 +1,40 @@
+/*
+ * fault.h - fault injection for tests (CCL_FAULT), compiled in always and
+ * inert unless the variable is set.
+ *
+ * Tests of failure handling need failures on cue: a rank that dies in the
+ * middle of a collective, a slow rank, a dropped connection, a corrupted
+ * byte, a progress thread that stops. CCL_FAULT lists them, ';'-separated,
+ * each an action and ':'-separated fields:
+ *
+ *   kill:rank=R:op=N[:ms=M]    SIGKILL rank R M ms after it starts its N-th call
+ *   delay:rank=R[:op=N]:ms=M   sleep M ms before call N (every call if op=0)
+ *   drop:rank=R:op=N           at call N, rank R drops its network connections
+ *   corrupt:rank=R:op=N        flip one byte of rank R's result of call N
+ *   stall:rank=R:op=N[:ms=M]   rank R's net progress thread stops for M ms
+ *                              (0: until the communicator ends)
+ *
+ * Calls are counted per communicator, from 1, collectives and point-to-
+ * point alike (the number in error messages: "allreduce #N"). rank=-1 (the
+ * default) matches every rank. Each fault fires once per process except
+ * delay with op=0.
+ */
+#ifndef CCL_CORE_FAULT_H
+#define CCL_CORE_FAULT_H
+
+#include "ccl.h"
+
+#include <stdint.h>
+
+struct ccl_comm;
+
+/* Parses CCL_FAULT once per process; an invalid spec fails comm init. */
+ccl_result_t fault_init(void);
+/* Whether any fault is configured (the hooks below are no-ops otherwise). */
+extern int fault_armed;
+/* At the start of call `seq` on comm: kill, delay, drop, stall. */
+void fault_before_call(struct ccl_comm *comm, uint64_t seq);
+/* After call `seq` succeeded: corrupt its result (recvbuf, bytes). */
+void fault_after_call(struct ccl_comm *comm, uint64_t seq, void *recvbuf, size_t bytes);
+
+#endif
