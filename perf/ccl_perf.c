@@ -257,8 +257,8 @@ static void bind_rank(const struct perf_args *a, int n, int rank)
 }
 
 /* Child side: waits for the id on the pipe, then is rank `rank`. */
-static void child_main(const struct perf_args *a, int n, int rank, int rfd, pid_t parent,
-                       const char *desc)
+static void __attribute__((noreturn)) child_main(const struct perf_args *a, int n, int rank, int rfd,
+                                                 pid_t parent, const char *desc)
 {
     ccl_unique_id_t id;
     size_t got = 0;
@@ -357,6 +357,7 @@ static int run_forked(const struct perf_args *a, int n)
     pid_t *pids = calloc((size_t)n, sizeof(*pids));
     if (!pids || pipe(fds) != 0) {
         perror("ccl-perf: pipe");
+        free(pids);
         return EXIT_FAILURE;
     }
     fflush(NULL);
@@ -364,6 +365,7 @@ static int run_forked(const struct perf_args *a, int n)
     for (int r = 0; r < n; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
+            free(pids); /* the parent's; a rank leaves through exit() */
             close(fds[1]);
             child_main(a, n, r, fds[0], parent, desc);
         }
@@ -371,6 +373,7 @@ static int run_forked(const struct perf_args *a, int n)
             perror("ccl-perf: fork");
             close(fds[1]); /* started children read EOF and exit */
             supervise(pids, r);
+            free(pids);
             return EXIT_FAILURE;
         }
     }

@@ -529,6 +529,7 @@ static void test_transfer_across_fork(void **state)
 typedef struct {
     shm_conn_t *conn;
     atomic_uint *consumed;
+    uint64_t t0; /* before the thread starts: it may start late on a busy machine */
     ccl_result_t rc;
     double ms;
 } drain_t;
@@ -537,9 +538,8 @@ static void *drain_main(void *arg)
 {
     drain_t *d = arg;
     wait_policy_t pol = {NULL, NULL, 0, 0};
-    uint64_t t0 = wait_now_ns();
     d->rc = shm_send_drain(d->conn, &pol);
-    d->ms = ms_since(t0);
+    d->ms = ms_since(d->t0);
     if (atomic_load(d->consumed) != 3)
         d->rc = CCL_ERR_INTERNAL;
     return NULL;
@@ -560,7 +560,7 @@ static void test_drain_waits_for_receiver(void **state)
         shm_send_post(&snd, SHM_SLOT_DATA, 128);
     }
     atomic_uint consumed = 0;
-    drain_t d = {.conn = &snd, .consumed = &consumed};
+    drain_t d = {.conn = &snd, .consumed = &consumed, .t0 = wait_now_ns()};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, drain_main, &d), 0);
     for (uint32_t i = 0; i < 3; i++) {
