@@ -331,8 +331,9 @@ run-tests:
 # test_cycles at full length (make test runs 100 cycles per case): 1000
 # init / allreduce / destroy cycles on 4 shm ranks, on 2+2 ranks on fake
 # nodes, and with ccl_comm_init_all, checking that no fd, thread, mapping,
-# heap byte or /dev/shm entry piles up. About 8-10 minutes on the 2-core VM,
-# mostly first-touch page faults of each new comm's FIFOs.
+# heap byte or /dev/shm entry piles up. About 3 minutes on the quiet 2-core
+# VM (net 106 s, shm 30 s, init_all 34 s), mostly first-touch page faults
+# of each new comm's FIFOs; several times that when the machine is busy.
 # `make soak SANITIZE=address` runs it under AddressSanitizer.
 soak: tests
 	CCL_TEST_CYCLES=$${CCL_TEST_CYCLES:-1000} $(BUILD)/tests/mp/test_cycles
