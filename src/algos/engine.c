@@ -115,3 +115,18 @@ int eng_sweep(eng_job_t *job, eng_try_fn try, void *ctx, eng_sweep_t *out)
     }
     return 0;
 }
+
+int eng_static_next(const sched_t *s, size_t elem_size, size_t slot_bytes, size_t rounds, size_t *round,
+                    int *step)
+{
+    for (;;) {
+        if (++*step >= s->nsteps) {
+            *step = 0;
+            ++*round;
+        }
+        if (*round >= rounds || s->nsteps == 0)
+            return 0;
+        if (*round < sched_step_slices(&s->steps[*step], elem_size, slot_bytes))
+            return 1;
+    }
+}

@@ -61,4 +61,16 @@ typedef struct {
  * completes. Returns -1 when `try` failed. */
 int eng_sweep(eng_job_t *job, eng_try_fn try, void *ctx, eng_sweep_t *out);
 
+/* The static order, for an executor that must fix the order of all its
+ * slices in advance (the device executor queues a whole call on a CUDA
+ * stream): round k = 0, 1, ..., and within a round every step that has a
+ * slice k, in step order. This is the order eng_sweep follows for one
+ * operation whose slices are always ready; without the skipping, it is
+ * free of deadlock only where the FIFOs are deep enough for the schedule
+ * (2 slots for the ring and chain schedules: tests/sim/test_sim_static.c
+ * checks it for every rank count). Start with *round = 0, *step = -1;
+ * returns 1 with the next (round, step), 0 after the last. */
+int eng_static_next(const sched_t *s, size_t elem_size, size_t slot_bytes, size_t rounds, size_t *round,
+                    int *step);
+
 #endif

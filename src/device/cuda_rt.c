@@ -194,32 +194,44 @@ ccl_result_t dev_copy_sync(void *dst, const void *src, size_t bytes)
     return e == cudaSuccess ? CCL_SUCCESS : dev_cuda_fail("cudaMemcpy", e);
 }
 
-/* cuStreamWaitValue32 from the driver, through the runtime (ccl links no
- * libcuda): the v2 stream memory operations, enabled on every driver
- * since CUDA 11.7. NULL when the driver does not offer it. */
-typedef CUresult (*dev_wait_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+/* cuStreamWaitValue32 and cuStreamWriteValue32 from the driver, through
+ * the runtime (ccl links no libcuda): the v2 stream memory operations,
+ * enabled on every driver since CUDA 11.7. NULL when the driver does not
+ * offer them. Both have the same signature. */
+typedef CUresult (*dev_value_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 static pthread_once_t dev_wait_once = PTHREAD_ONCE_INIT;
-static dev_wait_value_fn dev_wait_value;
+static dev_value_fn dev_wait_value, dev_write_value;
 static int dev_wait_refused;
 
-static void dev_wait_probe(void)
+static dev_value_fn dev_driver_fn(const char *name)
 {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &q) == cudaSuccess &&
         q == cudaDriverEntryPointSuccess && fn)
-        dev_wait_value = (dev_wait_value_fn)fn;
-    else
-        cudaGetLastError();
+        return (dev_value_fn)fn;
+    cudaGetLastError();
+    return NULL;
 }
 
-ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream, int use_kernel)
+static void dev_wait_probe(void)
+{
+    dev_wait_value = dev_driver_fn("cuStreamWaitValue32");
+    dev_write_value = dev_driver_fn("cuStreamWriteValue32");
+}
+
+ccl_result_t dev_host_device_ptr(volatile void *host, void **dptr)
+{
+    cudaError_t e = cudaHostGetDevicePointer(dptr, (void *)host, 0);
+    return e == cudaSuccess ? CCL_SUCCESS : dev_cuda_fail("cudaHostGetDevicePointer", e);
+}
+
+ccl_result_t dev_stream_wait_word(void *dword, uint32_t target, void *stream, int use_kernel)
 {
     if (!use_kernel && !__atomic_load_n(&dev_wait_refused, __ATOMIC_RELAXED)) {
         pthread_once(&dev_wait_once, dev_wait_probe);
-        void *dptr = NULL;
-        if (dev_wait_value && cudaHostGetDevicePointer(&dptr, (void *)flag, 0) == cudaSuccess) {
-            CUresult r = dev_wait_value((CUstream)stream, (CUdeviceptr)(uintptr_t)dptr, target,
+        if (dev_wait_value) {
+            CUresult r = dev_wait_value((CUstream)stream, (CUdeviceptr)(uintptr_t)dword, target,
                                         CU_STREAM_WAIT_VALUE_GEQ);
             if (r == CUDA_SUCCESS)
                 return CCL_SUCCESS;
@@ -229,7 +241,147 @@ ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *str
         cudaGetLastError();
         __atomic_store_n(&dev_wait_refused, 1, __ATOMIC_RELAXED);
     }
-    return dev_cuda_wait_flag(flag, target, stream);
+    return dev_cuda_wait_flag((volatile uint32_t *)dword, target, stream);
+}
+
+ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream, int use_kernel)
+{
+    void *dptr = NULL;
+    ccl_result_t res = dev_host_device_ptr(flag, &dptr);
+    if (res != CCL_SUCCESS)
+        return res;
+    return dev_stream_wait_word(dptr, target, stream, use_kernel);
+}
+
+int dev_stream_memops(void)
+{
+    pthread_once(&dev_wait_once, dev_wait_probe);
+    return dev_wait_value && dev_write_value && !__atomic_load_n(&dev_wait_refused, __ATOMIC_RELAXED);
+}
+
+ccl_result_t dev_stream_write_word(void *dword, uint32_t value, void *stream)
+{
+    pthread_once(&dev_wait_once, dev_wait_probe);
+    if (!dev_write_value)
+        return err_set(CCL_ERR_UNSUPPORTED, "the CUDA driver offers no cuStreamWriteValue32");
+    /* Flags 0: the write is preceded by a memory fence, so the slot data
+     * the stream's kernel wrote is visible before the counter moves. */
+    CUresult r = dev_write_value((CUstream)stream, (CUdeviceptr)(uintptr_t)dword, value, 0);
+    if (r != CUDA_SUCCESS)
+        return err_set(CCL_ERR_CUDA, "cuStreamWriteValue32 failed (CUresult %d)", (int)r);
+    return CCL_SUCCESS;
+}
+
+ccl_result_t dev_stream_wait_event(void *stream, void *event)
+{
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0);
+    return e == cudaSuccess ? CCL_SUCCESS : dev_cuda_fail("cudaStreamWaitEvent", e);
+}
+
+ccl_result_t dev_host_register(void *ptr, size_t bytes)
+{
+    cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    return e == cudaSuccess ? CCL_SUCCESS : dev_cuda_fail("cudaHostRegister", e);
+}
+
+void dev_host_unregister(void *ptr)
+{
+    if (ptr && cudaHostUnregister(ptr) != cudaSuccess) {
+        cudaGetLastError();
+        LOG_WARN(SUB_ALL, "cudaHostUnregister(%p) failed", ptr);
+    }
+}
+
+ccl_result_t dev_malloc(void **ptr, size_t bytes)
+{
+    cudaError_t e = cudaMalloc(ptr, bytes);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        return err_set(CCL_ERR_CUDA, "cudaMalloc of %zu bytes failed: %s (%s)", bytes, cudaGetErrorString(e),
+                       cudaGetErrorName(e));
+    }
+    return CCL_SUCCESS;
+}
+
+void dev_free(void *ptr)
+{
+    if (ptr && cudaFree(ptr) != cudaSuccess) {
+        cudaGetLastError();
+        LOG_WARN(SUB_ALL, "cudaFree(%p) failed; the device memory is lost", ptr);
+    }
+}
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= DEV_IPC_HANDLE_BYTES, "IPC handle size");
+
+ccl_result_t dev_ipc_export(void *ptr, unsigned char handle[DEV_IPC_HANDLE_BYTES])
+{
+    cudaIpcMemHandle_t h;
+    memset(handle, 0, DEV_IPC_HANDLE_BYTES);
+    cudaError_t e = cudaIpcGetMemHandle(&h, ptr);
+    if (e != cudaSuccess)
+        return dev_cuda_fail("cudaIpcGetMemHandle", e);
+    memcpy(handle, &h, sizeof h);
+    return CCL_SUCCESS;
+}
+
+ccl_result_t dev_ipc_open(const unsigned char handle[DEV_IPC_HANDLE_BYTES], void **ptr)
+{
+    cudaIpcMemHandle_t h;
+    memcpy(&h, handle, sizeof h);
+    /* Lazy peer access: a handle of another GPU is reachable once opened. */
+    cudaError_t e = cudaIpcOpenMemHandle(ptr, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+        *ptr = NULL;
+        return dev_cuda_fail("cudaIpcOpenMemHandle", e);
+    }
+    return CCL_SUCCESS;
+}
+
+void dev_ipc_close(void *ptr)
+{
+    if (ptr && cudaIpcCloseMemHandle(ptr) != cudaSuccess) {
+        cudaGetLastError();
+        LOG_WARN(SUB_ALL, "cudaIpcCloseMemHandle(%p) failed", ptr);
+    }
+}
+
+ccl_result_t dev_uuid(int dev, unsigned char uuid[DEV_UUID_BYTES])
+{
+    struct cudaDeviceProp prop;
+    cudaError_t e = cudaGetDeviceProperties(&prop, dev);
+    if (e != cudaSuccess)
+        return dev_cuda_fail("cudaGetDeviceProperties", e);
+    memcpy(uuid, prop.uuid.bytes, DEV_UUID_BYTES);
+    return CCL_SUCCESS;
+}
+
+int dev_by_uuid(const unsigned char uuid[DEV_UUID_BYTES])
+{
+    int n = 0;
+    unsigned char u[DEV_UUID_BYTES];
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    for (int d = 0; d < n; d++)
+        if (dev_uuid(d, u) == CCL_SUCCESS && memcmp(u, uuid, DEV_UUID_BYTES) == 0)
+            return d;
+    return -1;
+}
+
+int dev_peer_reachable(int dev, int peer)
+{
+    int can = 0;
+    if (dev == peer)
+        return 1;
+    cudaError_t e = cudaDeviceCanAccessPeer(&can, dev, peer);
+    if (e != cudaSuccess) {
+        dev_cuda_fail("cudaDeviceCanAccessPeer", e);
+        return 0;
+    }
+    if (!can)
+        err_set(CCL_ERR_UNSUPPORTED, "device %d cannot access device %d (no peer access)", dev, peer);
+    return can;
 }
 
 int dev_current_device(void)
@@ -311,6 +463,61 @@ ccl_result_t dev_copy_sync(void *dst, const void *src, size_t bytes)
 ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream, int use_kernel)
 {
     return dev_unsupported("CUDA streams");
+}
+
+ccl_result_t dev_host_device_ptr(volatile void *host, void **dptr)
+{
+    *dptr = NULL;
+    return dev_unsupported("mapped host memory");
+}
+
+ccl_result_t dev_stream_wait_word(void *dword, uint32_t target, void *stream, int use_kernel)
+{
+    return dev_unsupported("CUDA streams");
+}
+
+int dev_stream_memops(void) { return 0; }
+
+ccl_result_t dev_stream_write_word(void *dword, uint32_t value, void *stream)
+{
+    return dev_unsupported("CUDA streams");
+}
+
+ccl_result_t dev_stream_wait_event(void *stream, void *event) { return dev_unsupported("CUDA streams"); }
+
+ccl_result_t dev_host_register(void *ptr, size_t bytes) { return dev_unsupported("host memory registration"); }
+
+void dev_host_unregister(void *ptr) {}
+
+ccl_result_t dev_malloc(void **ptr, size_t bytes)
+{
+    *ptr = NULL;
+    return dev_unsupported("device memory");
+}
+
+void dev_free(void *ptr) {}
+
+ccl_result_t dev_ipc_export(void *ptr, unsigned char handle[DEV_IPC_HANDLE_BYTES])
+{
+    return dev_unsupported("CUDA IPC");
+}
+
+ccl_result_t dev_ipc_open(const unsigned char handle[DEV_IPC_HANDLE_BYTES], void **ptr)
+{
+    *ptr = NULL;
+    return dev_unsupported("CUDA IPC");
+}
+
+void dev_ipc_close(void *ptr) {}
+
+ccl_result_t dev_uuid(int dev, unsigned char uuid[DEV_UUID_BYTES]) { return dev_unsupported("CUDA devices"); }
+
+int dev_by_uuid(const unsigned char uuid[DEV_UUID_BYTES]) { return -1; }
+
+int dev_peer_reachable(int dev, int peer)
+{
+    dev_unsupported("CUDA devices");
+    return 0;
 }
 
 int dev_current_device(void) { return -1; }

@@ -63,6 +63,48 @@ ccl_result_t dev_copy_sync(void *dst, const void *src, size_t bytes);
  * use_kernel, or where the driver refuses it, the polling kernel of
  * wait_cuda.cu does. */
 ccl_result_t dev_stream_hold(volatile uint32_t *flag, uint32_t target, void *stream, int use_kernel);
+/* The device address of mapped pinned (dev_host_alloc) or registered
+ * (dev_host_register) host memory. */
+ccl_result_t dev_host_device_ptr(volatile void *host, void **dptr);
+/* Holds the stream until the word at device address dword reaches target
+ * (serial numbers), as dev_stream_hold does. */
+ccl_result_t dev_stream_wait_word(void *dword, uint32_t target, void *stream, int use_kernel);
+/* Stream memory operations: 1 when the driver offers both the stream wait
+ * and the stream write (cuStreamWriteValue32) the P2P path needs. */
+int dev_stream_memops(void);
+/* Enqueues a write of value to the word at device address dword, after the
+ * stream's earlier work and its memory writes (the driver's fence). */
+ccl_result_t dev_stream_write_word(void *dword, uint32_t value, void *stream);
+/* Makes the stream's later work wait for the event's work. */
+ccl_result_t dev_stream_wait_event(void *stream, void *event);
+
+/* Host memory (page-aligned, e.g. a shared mapping) registered with CUDA
+ * and mapped, so the GPU and stream memory operations reach it. */
+ccl_result_t dev_host_register(void *ptr, size_t bytes);
+void dev_host_unregister(void *ptr);
+
+/* Device memory on the current device. */
+ccl_result_t dev_malloc(void **ptr, size_t bytes);
+void dev_free(void *ptr);
+
+/* CUDA IPC: an allocation of dev_malloc exported as an opaque handle that
+ * another process opens (dev_ipc_close undoes the open). */
+#define DEV_IPC_HANDLE_BYTES 64
+ccl_result_t dev_ipc_export(void *ptr, unsigned char handle[DEV_IPC_HANDLE_BYTES]);
+ccl_result_t dev_ipc_open(const unsigned char handle[DEV_IPC_HANDLE_BYTES], void **ptr);
+void dev_ipc_close(void *ptr);
+
+/* Device identity across processes (their ordinals differ with
+ * CUDA_VISIBLE_DEVICES): the 16-byte UUID of device dev. */
+#define DEV_UUID_BYTES 16
+ccl_result_t dev_uuid(int dev, unsigned char uuid[DEV_UUID_BYTES]);
+/* The ordinal of the device with this UUID in this process, -1 if none. */
+int dev_by_uuid(const unsigned char uuid[DEV_UUID_BYTES]);
+/* 1 when kernels on dev can write memory of peer: the same device, or
+ * peer access possible (dev_ipc_open enables it); 0 when not (message
+ * set). */
+int dev_peer_reachable(int dev, int peer);
+
 /* The calling thread's current device, -1 when CUDA is not usable. */
 int dev_current_device(void);
 /* The device a stream belongs to (cudaStreamGetDevice), -1 on failure
