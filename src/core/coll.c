@@ -275,6 +275,15 @@ static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char 
         return res;
     }
     comm_pending_add(a->comm);
+    /* Device buffers of every rank on one host: over P2P, on the stream. */
+    if (exec_device_candidate(a, stream)) {
+        int taken = 0;
+        res = exec_device_run(a, stream, &taken);
+        if (taken || res != CCL_SUCCESS) {
+            comm_pending_done(a->comm);
+            return res;
+        }
+    }
     /* Queued ones: the stream's worker calls pending_done. */
     if (dstream_is_cuda(stream))
         return dstream_enqueue(stream, a, 1);

@@ -11,6 +11,7 @@
 #include "topo/topo.h"
 #include "topo/tune.h"
 #include "transport/net.h"
+#include "transport/p2p.h"
 #include "transport/shm.h"
 #include "transport/shm_board.h"
 
@@ -37,6 +38,21 @@ typedef struct {
     int grouped;
     int algo; /* -1: none yet */
 } tuner_last_t;
+
+/* The P2P transport of a communicator (connect_p2p.c), set up at its first
+ * device-buffer call that may use it; used under exec_lock. Only the ring
+ * neighbours' connections exist: every schedule the device executor runs
+ * (ring, chain) receives from rank-1 and sends to rank+1. */
+enum { COMM_P2P_UNTRIED = 0, COMM_P2P_UP, COMM_P2P_OFF };
+typedef struct {
+    int state;              /* COMM_P2P_*, the same on every rank once tried */
+    int device;             /* the GPU (this process's ordinal) our slots are on */
+    size_t slot_size;       /* agreed by all ranks: the slice of the device executor */
+    p2p_conn_t recv, send;  /* from rank-1, to rank+1 (none with one rank) */
+    int use_kernel_wait;    /* CCL_CUDA_STREAM_WAIT=kernel */
+    void *done;             /* event recorded after each call's work (NULL before the first) */
+    void *last_stream;      /* the stream of the last call */
+} comm_p2p_t;
 
 struct ccl_comm {
     int rank, nranks;
@@ -83,6 +99,8 @@ struct ccl_comm {
     uint64_t verify_calls;     /* verifiable calls run, under exec_lock */
     int broken;                /* an earlier collective failed mid-way */
     _Atomic int broken_code;   /* ... with this result (ccl_comm_get_async_error) */
+
+    comm_p2p_t p2p;            /* under exec_lock */
 
     _Atomic int aborted;
     pthread_mutex_t pending_lock;
@@ -134,6 +152,28 @@ void connect_close(struct ccl_comm *comm);
  * says how a collective failed here (NULL: ccl_comm_abort), and reaches
  * them in their error messages. */
 void connect_poison(struct ccl_comm *comm, const char *why);
+
+/* connect_p2p.c: sets up the P2P connections on device `device` (a
+ * collective over the bootstrap; every rank makes it at its first
+ * candidate call). Leaves p2p.state UP or OFF (the same on every rank);
+ * fails only when the exchange itself fails. */
+ccl_result_t connect_p2p(struct ccl_comm *comm, int device);
+/* Waits (bounded) for the GPU to finish the comm's P2P work, releasing
+ * its waits when the comm was aborted or broke, then frees it all. */
+void connect_p2p_close(struct ccl_comm *comm);
+/* Lets streams waiting on the comm's P2P connections go on (abort). */
+void connect_p2p_release(struct ccl_comm *comm);
+
+/* exec_device.c: collectives on device buffers over P2P, queued on the
+ * user's stream. Candidate: a collective the device executor runs whose
+ * buffers are all device memory, on a CUDA stream or NULL, on a comm where
+ * P2P was not found impossible. Cheap and local; the call then decides
+ * (sets up P2P if needed) and *taken says whether it ran the call: if
+ * not, the caller stages it. */
+int exec_device_candidate(const coll_args_t *a, ccl_stream_t stream);
+ccl_result_t exec_device_run(const coll_args_t *a, ccl_stream_t stream, int *taken);
+/* Calls this process queued through the device executor (for tests). */
+extern _Atomic unsigned long exec_device_calls;
 
 /* exec_host.c. One job per communicator: the calls on it, in the order
  * every rank agrees on, each with its schedule. */

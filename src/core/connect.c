@@ -170,6 +170,7 @@ void connect_poison(struct ccl_comm *comm, const char *why)
     else
         snprintf(reason, sizeof reason, "rank %d (%s) called ccl_comm_abort", comm->rank, host);
     net_poison(comm->net, reason);
+    connect_p2p_release(comm);
     shm_board_poison(&comm->board);
     for (int i = 0; comm->send_conns && i < comm->nranks; i++) {
         shm_conn_poison(&comm->send_conns[i], reason);
@@ -179,6 +180,8 @@ void connect_poison(struct ccl_comm *comm, const char *why)
 
 void connect_close(struct ccl_comm *comm)
 {
+    /* The GPU may still run queued P2P work: it ends before anything goes. */
+    connect_p2p_close(comm);
     /* The proxy thread uses the far ends of the net FIFOs: it goes first. */
     net_destroy(comm->net);
     comm->net = NULL;

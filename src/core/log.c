@@ -26,7 +26,7 @@ static __thread int log_rank = -1;
 
 static const struct { const char *name; unsigned bit; } log_subsys_names[] = {
     {"INIT", SUB_INIT}, {"BOOTSTRAP", SUB_BOOTSTRAP}, {"SHM", SUB_SHM},
-    {"COLL", SUB_COLL}, {"NET", SUB_NET}, {"TUNING", SUB_TUNING}, {"ALL", SUB_ALL},
+    {"COLL", SUB_COLL}, {"NET", SUB_NET}, {"TUNING", SUB_TUNING}, {"P2P", SUB_P2P}, {"ALL", SUB_ALL},
 };
 
 static unsigned log_parse_mask(const char *list)

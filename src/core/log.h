@@ -16,6 +16,7 @@ typedef enum {
     SUB_COLL = 1 << 3,
     SUB_NET = 1 << 4,
     SUB_TUNING = 1 << 5, /* the tuner: its inputs and cost table (INFO), each call's pick (TRACE) */
+    SUB_P2P = 1 << 6,    /* the P2P transport and device executor: setup, fallbacks (INFO), each call (TRACE) */
     SUB_ALL = 0xffff
 } log_subsys_t;
 

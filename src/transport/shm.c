@@ -95,6 +95,25 @@ out:
     return res;
 }
 
+ccl_result_t shm_segment_open(const char *name, size_t len, void **map_out)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    struct stat st;
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0)
+        CCL_FAIL(CCL_ERR_SYSTEM, "shm_open(%s) of a peer's segment failed: %s", name, strerror(errno));
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != len)
+        CCL_FAIL(CCL_ERR_REMOTE, "peer segment %s has %lld bytes, not %zu", name, (long long)st.st_size, len);
+    void *map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        CCL_FAIL(CCL_ERR_SYSTEM, "mmap of peer segment %s failed: %s", name, strerror(errno));
+    *map_out = map;
+out:
+    if (fd >= 0)
+        close(fd);
+    return res;
+}
+
 ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size, const char *name,
                              int pretouch)
 {

@@ -58,6 +58,9 @@ ccl_result_t shm_name_new(char name[SHM_NAME_MAX], const char *prefix);
 /* Creates a segment of len bytes under name (refusing a name that exists)
  * and maps it; the name is removed again when that fails. */
 ccl_result_t shm_segment_create(const char *name, size_t len, void **map);
+/* Maps a segment a peer created under name, which must be exactly len
+ * bytes long. */
+ccl_result_t shm_segment_open(const char *name, size_t len, void **map);
 /* Receiver side: creates and maps the segment under name (shm_name_new).
  * pretouch: fault every page in now rather than on first use. */
 ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size, const char *name,
