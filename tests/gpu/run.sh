@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh - ccl's GPU checks and benchmarks, in one go (under 5 minutes on
+# run.sh - ccl's GPU checks and benchmarks, in one go (under 8 minutes on
 # one H200). On a machine without a GPU it builds, checks that every kernel
 # is in the library, says there is no GPU and exits 0.
 #
@@ -16,10 +16,16 @@
 #              once with the driver's stream wait and once with the polling kernel
 #   colls      test_gpu_colls: every collective x dtype x op on device buffers
 #              for 1..8 ranks sharing the GPU, against the host reference
+#              (P2P on: five collectives on the device executor, the rest staged)
+#   p2p        test_gpu_colls --p2p: the P2P collectives alone, small slots,
+#              each call checked to have run on the device executor
+#   p2p-off    test_gpu_colls --staged: the same with CCL_P2P_DISABLE=1, none may
 #   perf       ccl-perf -m device, every collective, dtype and op, 4 ranks, #wrong 0
 #   bench      bench_gpu: reduce f32/bf16 sum of two 1 GiB buffers against
 #              cudaMemcpy D2D and ccl's copy kernel, in the same run
 #   allreduce  ccl-perf -m device: 4 ranks on the GPU, allreduce of 1 GiB, busbw
+#              (over P2P: the device executor)
+#   allreduce-staged  the same with CCL_P2P_DISABLE=1 (through host memory)
 #   nccl       NCCL on the same GPU (one rank), where NCCL is installed
 # and a short table last. Nothing here changes the GPU's settings (clocks,
 # persistence, compute mode, MIG). The exit status is non-zero when a
@@ -72,10 +78,10 @@ summary_of() {
     local log=$LOGS/$1.log
     case $1 in
     kernels) grep -o '[0-9]* checks, [0-9]* failed' "$log" | tail -n 1 ;;
-    colls) grep -c 'cases checked' "$log" | sed 's/$/ rank counts/' ;;
+    colls | p2p | p2p-off) awk '/cases checked/ { n++; p += $(NF-4) } END { printf "%d rank counts, %d calls over P2P on rank 0", n, p }' "$log" ;;
     perf) awk '/Out of bounds/ { n += $NF == "OK" ? 0 : 1; t++ } END { printf "%d tables, %d with wrong results", t, n }' "$log" ;;
     bench) awk '$1 == "bench" { printf "%s %.0f GB/s  ", $2, $5 }' "$log" ;;
-    allreduce) awk '!/^#/ && NF >= 13 { printf "%s B: busbw %.2f GB/s out of place, %.2f in place", $1, $8, $12 }' "$log" ;;
+    allreduce | allreduce-staged) awk '!/^#/ && NF >= 13 { printf "%s B: busbw %.2f GB/s out of place, %.2f in place", $1, $8, $12 }' "$log" ;;
     nccl) awk '$1 == "bench" { printf "1 rank algbw %.0f GB/s  ", $5 } /4 ranks on one GPU/ { sub(/^# nccl: /, ""); printf "%s", $0 }' "$log" ;;
     *) echo "" ;;
     esac
@@ -97,6 +103,8 @@ step kernels 180 "$BUILD/tests/gpu/test_gpu_kernels"
 step stream 180 env CCL_CUDA_STREAM_WAIT=auto "$BUILD/tests/gpu/test_gpu_stream"
 step stream-kernel 180 env CCL_CUDA_STREAM_WAIT=kernel "$BUILD/tests/gpu/test_gpu_stream"
 step colls 300 "$BUILD/tests/gpu/test_gpu_colls"
+step p2p 180 "$BUILD/tests/gpu/test_gpu_colls" --p2p
+step p2p-off 180 "$BUILD/tests/gpu/test_gpu_colls" --staged
 if step perf 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b 8 -e 256K -f 64 -n 1 -w 1 -c 1 -C all -d all -o all; then
     check_perf "$LOGS/perf.log" >>"$LOGS/perf.log" 2>&1 || {
         echo "FAIL perf: a #wrong column is not 0"
@@ -105,6 +113,7 @@ if step perf 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b 8 -e 256K -f 64 -n 1 
 fi
 step bench 120 "$BUILD/tests/gpu/bench_gpu" "$BENCH_MIB"
 step allreduce 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b "${BENCH_MIB}M" -e "${BENCH_MIB}M" -n 3 -w 1 -c 1 -C allreduce
+step allreduce-staged 240 env CCL_P2P_DISABLE=1 "$BUILD/bin/ccl-perf" -m device --np 4 -b "${BENCH_MIB}M" -e "${BENCH_MIB}M" -n 3 -w 1 -c 1 -C allreduce
 if [[ -x $BUILD/tests/gpu/nccl_ref ]]; then
     step nccl 120 "$BUILD/tests/gpu/nccl_ref" "$BENCH_MIB"
 else
@@ -113,10 +122,10 @@ fi
 
 echo
 echo "== GPU summary ($(head -n 1 <<<"$probe"))"
-printf '%-14s %-5s %6s  %s\n' step result time figures
+printf '%-17s %-5s %6s  %s\n' step result time figures
 for r in "${rows[@]}"; do
     IFS='|' read -r n res t fig <<<"$r"
-    printf '%-14s %-5s %6s  %s\n' "$n" "$res" "$t" "$fig"
+    printf '%-17s %-5s %6s  %s\n' "$n" "$res" "$t" "$fig"
 done
 grep '^#' "$LOGS/bench.log" 2>/dev/null
 passed=$(printf '%s\n' "${rows[@]}" | grep -c '|PASS|')

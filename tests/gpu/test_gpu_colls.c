@@ -17,7 +17,18 @@
  * (the staged path's pipelining), except that one case in three per rank
  * is a blocking call (NULL stream) after the stream drained; ranks choose
  * differently, so blocking and queued calls meet in one collective.
+ *
+ * Where P2P is on (the default), allreduce, allgather, reduce-scatter,
+ * broadcast and reduce run on the device executor and the rest staged,
+ * mixed on one stream. Two modes look at the P2P path alone, on those
+ * collectives only, with small P2P slots (CCL_P2P_BUFFSIZE=64K: 8 KiB
+ * slices, so the big count runs many slices per step and the FIFOs wrap):
+ *   --p2p     every call with a count must have gone through the device
+ *             executor (its counter moves by one; premulsum calls may
+ *             stage, when their scalar lives in device memory);
+ *   --staged  CCL_P2P_DISABLE=1: none may, and the results are the same.
  */
+#include "core/comm.h"
 #include "device/cuda_rt.h"
 #include "test_coll.h"
 #include "test_common.h"
@@ -31,6 +42,16 @@
 #include <string.h>
 
 #define BATCH 4
+
+enum { MODE_ALL, MODE_P2P, MODE_STAGED };
+static int gpu_mode = MODE_ALL;
+
+/* The collectives the device executor runs. */
+static int p2p_coll(tst_coll_t c)
+{
+    return c == TST_ALLREDUCE || c == TST_ALLGATHER || c == TST_REDUCE_SCATTER || c == TST_BROADCAST ||
+           c == TST_BCAST || c == TST_REDUCE;
+}
 #define SLOT_BYTES ((size_t)16 << 20) /* device room per buffer of a case */
 
 typedef struct {
@@ -47,6 +68,7 @@ typedef struct {
     gpu_case_t q[BATCH];
     int nq;
     long checked;
+    long p2p_calls; /* of them, run by the device executor */
 } gpu_rank_t;
 
 /* Where a host pointer of the case lies in the device mirrors. */
@@ -112,12 +134,20 @@ static void run_case(gpu_rank_t *R, const tst_case_t *c, int blocking)
     void *hs = g->b.sendp, *hr = g->b.recvp;
     g->b.sendp = to_device(g, hs);
     g->b.recvp = to_device(g, hr);
+    unsigned long before = atomic_load(&exec_device_calls);
     ccl_result_t rc = tst_case_issue(c, &g->b, R->comm, blocking ? NULL : (ccl_stream_t)R->stream);
+    unsigned long ran = atomic_load(&exec_device_calls) - before;
     g->b.sendp = hs;
     g->b.recvp = hr;
     if (rc != CCL_SUCCESS)
         tst_fatal(R->ctx, "%s returned %d (%s): %s", g->what, (int)rc, ccl_get_error_string(rc),
                   ccl_get_last_error(R->comm));
+    R->p2p_calls += (long)ran;
+    if (gpu_mode == MODE_P2P && c->count && c->op != TST_OP_PREMULSUM && ran != 1)
+        tst_fail(R->ctx, "%s: did not run over P2P (device executor calls +%lu)", g->what, ran);
+    if ((gpu_mode == MODE_STAGED || !p2p_coll(c->coll)) && ran != 0)
+        tst_fail(R->ctx, "%s: ran over P2P (device executor calls +%lu)%s", g->what, ran,
+                 gpu_mode == MODE_STAGED ? " with CCL_P2P_DISABLE=1" : "");
     R->nq++;
     if (blocking)
         drain(R);
@@ -145,6 +175,8 @@ static int gpu_colls_body(tst_ctx_t *ctx, void *arg)
     uint64_t seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
     int k = 0;
     for (int coll = 0; coll < TST_NUM_COLLS; coll++) {
+        if (gpu_mode != MODE_ALL && !p2p_coll((tst_coll_t)coll))
+            continue;
         int nops = tst_coll_reduces((tst_coll_t)coll) ? tst_num_ops : 1;
         for (int d = 0; d < tst_num_dtypes; d++) {
             size_t esz = tst_dtype_size(tst_dtypes[d]);
@@ -166,7 +198,7 @@ static int gpu_colls_body(tst_ctx_t *ctx, void *arg)
                             .root = roots[(d + o + c + inplace) % nroots],
                             .null_unused = (k >> 2) & 1,
                         };
-                        run_case(&R, &tc, (k + ctx->rank) % 3 == 0);
+                        run_case(&R, &tc, (k + ctx->rank) % (gpu_mode == MODE_ALL ? 3 : 5) == 0);
                     }
                 }
             }
@@ -180,7 +212,9 @@ static int gpu_colls_body(tst_ctx_t *ctx, void *arg)
     }
     cudaStreamDestroy(R.stream);
     if (ctx->rank == 0)
-        printf("  %d ranks: %ld cases checked on rank 0\n", n, R.checked);
+        printf("  %d ranks: %ld cases checked on rank 0, %ld of them over P2P\n", n, R.checked, R.p2p_calls);
+    if (gpu_mode == MODE_ALL && !getenv("CCL_P2P_DISABLE") && R.p2p_calls == 0)
+        tst_fail(ctx, "no call went over P2P");
     return 0;
 }
 
@@ -189,10 +223,20 @@ int main(int argc, char **argv)
     /* No CUDA call here: the ranks are forked, and CUDA does not survive a
      * fork of a process that initialised it. */
     static const int defaults[] = {1, 2, 3, 4, 5, 6, 7, 8};
-    int nlist = argc > 1 ? argc - 1 : (int)(sizeof defaults / sizeof defaults[0]);
+    int first = 1;
+    if (argc > 1 && (strcmp(argv[1], "--p2p") == 0 || strcmp(argv[1], "--staged") == 0)) {
+        gpu_mode = strcmp(argv[1], "--p2p") == 0 ? MODE_P2P : MODE_STAGED;
+        first = 2;
+        setenv("CCL_P2P_BUFFSIZE", "64K", 1);
+        if (gpu_mode == MODE_STAGED)
+            setenv("CCL_P2P_DISABLE", "1", 1);
+        else
+            unsetenv("CCL_P2P_DISABLE");
+    }
+    int nlist = argc > first ? argc - first : (int)(sizeof defaults / sizeof defaults[0]);
     int failed = 0;
     for (int i = 0; i < nlist; i++) {
-        int n = argc > 1 ? atoi(argv[i + 1]) : defaults[i];
+        int n = argc > first ? atoi(argv[i + first]) : defaults[i];
         failed += tst_run_ranks("gpu_colls", n, tst_timeout(120), gpu_colls_body, NULL) != 0;
     }
     printf("test_gpu_colls: %s\n", failed ? "FAILED" : "passed");
