@@ -5,6 +5,9 @@
 #ifndef CCL_TESTS_GPU_TEST_H
 #define CCL_TESTS_GPU_TEST_H
 
+#include "device/cuda_rt.h"
+#include "test_launch.h"
+
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,5 +38,16 @@
         if (e_ != cudaSuccess)                                                                     \
             tst_fatal((ctx), "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
     } while (0)
+
+/* A forked rank's GPU: rank r on device r mod count (fatal without one). */
+static inline void gpu_rank_device(tst_ctx_t *ctx)
+{
+    int ndev = 0;
+    const char *why = NULL;
+    if (!dev_cuda_usable(&why))
+        tst_fatal(ctx, "no GPU: %s", why);
+    GPU_RANK_OK(ctx, cudaGetDeviceCount(&ndev));
+    GPU_RANK_OK(ctx, cudaSetDevice(ctx->rank % ndev));
+}
 
 #endif

@@ -20,6 +20,8 @@
 #   p2p        test_gpu_colls --p2p: the P2P collectives alone, small slots,
 #              each call checked to have run on the device executor
 #   p2p-off    test_gpu_colls --staged: the same with CCL_P2P_DISABLE=1, none may
+#   p2p-life   test_gpu_p2p: call order across streams, destroy with calls
+#              queued, abort letting a waiting stream go, ranks that disagree
 #   perf       ccl-perf -m device, every collective, dtype and op, 4 ranks, #wrong 0
 #   bench      bench_gpu: reduce f32/bf16 sum of two 1 GiB buffers against
 #              cudaMemcpy D2D and ccl's copy kernel, in the same run
@@ -81,6 +83,7 @@ summary_of() {
     colls | p2p | p2p-off) awk '/cases checked/ { n++; p += $(NF-4) } END { printf "%d rank counts, %d calls over P2P on rank 0", n, p }' "$log" ;;
     perf) awk '/Out of bounds/ { n += $NF == "OK" ? 0 : 1; t++ } END { printf "%d tables, %d with wrong results", t, n }' "$log" ;;
     bench) awk '$1 == "bench" { printf "%s %.0f GB/s  ", $2, $5 }' "$log" ;;
+    p2p-life) grep -o 'let go [0-9.]* s' "$log" | tr '\n' ' ' | sed 's/^/abort: stream /' ;;
     allreduce | allreduce-staged) awk '!/^#/ && NF >= 13 { printf "%s B: busbw %.2f GB/s out of place, %.2f in place", $1, $8, $12 }' "$log" ;;
     nccl) awk '$1 == "bench" { printf "1 rank algbw %.0f GB/s  ", $5 } /4 ranks on one GPU/ { sub(/^# nccl: /, ""); printf "%s", $0 }' "$log" ;;
     *) echo "" ;;
@@ -105,6 +108,7 @@ step stream-kernel 180 env CCL_CUDA_STREAM_WAIT=kernel "$BUILD/tests/gpu/test_gp
 step colls 300 "$BUILD/tests/gpu/test_gpu_colls"
 step p2p 180 "$BUILD/tests/gpu/test_gpu_colls" --p2p
 step p2p-off 180 "$BUILD/tests/gpu/test_gpu_colls" --staged
+step p2p-life 180 "$BUILD/tests/gpu/test_gpu_p2p"
 if step perf 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b 8 -e 256K -f 64 -n 1 -w 1 -c 1 -C all -d all -o all; then
     check_perf "$LOGS/perf.log" >>"$LOGS/perf.log" 2>&1 || {
         echo "FAIL perf: a #wrong column is not 0"

@@ -158,12 +158,8 @@ static int gpu_colls_body(tst_ctx_t *ctx, void *arg)
     (void)arg;
     static const size_t counts[] = {0, 1, 7, 1021};
     const int ncounts = (int)(sizeof counts / sizeof counts[0]);
-    int n = ctx->nranks, ndev = 0;
-    const char *why = NULL;
-    if (!dev_cuda_usable(&why))
-        tst_fatal(ctx, "no GPU: %s", why);
-    GPU_RANK_OK(ctx, cudaGetDeviceCount(&ndev));
-    GPU_RANK_OK(ctx, cudaSetDevice(ctx->rank % ndev));
+    int n = ctx->nranks;
+    gpu_rank_device(ctx);
     gpu_rank_t R = {.ctx = ctx};
     GPU_RANK_OK(ctx, cudaStreamCreateWithFlags(&R.stream, cudaStreamNonBlocking));
     for (int i = 0; i < BATCH; i++) {

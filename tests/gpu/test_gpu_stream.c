@@ -31,15 +31,7 @@
 
 #define COUNT 100003 /* odd: no whole number of vectors */
 
-static void setup_device(tst_ctx_t *ctx)
-{
-    int ndev = 0;
-    const char *why = NULL;
-    if (!dev_cuda_usable(&why))
-        tst_fatal(ctx, "no GPU: %s", why);
-    GPU_RANK_OK(ctx, cudaGetDeviceCount(&ndev));
-    GPU_RANK_OK(ctx, cudaSetDevice(ctx->rank % ndev));
-}
+static void setup_device(tst_ctx_t *ctx) { gpu_rank_device(ctx); }
 
 /* buf[i] = base + i (as float), on the device. */
 static float *device_floats(tst_ctx_t *ctx, size_t n, float base, cudaStream_t s)
