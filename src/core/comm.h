@@ -40,7 +40,8 @@ typedef struct {
 } tuner_last_t;
 
 /* The P2P transport of a communicator (connect_p2p.c), set up at its first
- * device-buffer call that may use it; used under exec_lock. Only the ring
+ * device-buffer call that may use it (under bs_lock); used under
+ * exec_lock once state is UP (state itself is read atomically). Only the ring
  * neighbours' connections exist: every schedule the device executor runs
  * (ring, chain) receives from rank-1 and sends to rank+1. */
 enum { COMM_P2P_UNTRIED = 0, COMM_P2P_UP, COMM_P2P_OFF };
@@ -51,7 +52,6 @@ typedef struct {
     p2p_conn_t recv, send;  /* from rank-1, to rank+1 (none with one rank) */
     int use_kernel_wait;    /* CCL_CUDA_STREAM_WAIT=kernel */
     void *done;             /* event recorded after each call's work (NULL before the first) */
-    void *last_stream;      /* the stream of the last call */
 } comm_p2p_t;
 
 struct ccl_comm {

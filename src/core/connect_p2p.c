@@ -152,7 +152,7 @@ static int p2p_first_no(const void *all, size_t size, size_t why_at, int n, cons
 
 static void p2p_off(struct ccl_comm *comm, int who, const char *why)
 {
-    comm->p2p.state = COMM_P2P_OFF;
+    __atomic_store_n(&comm->p2p.state, COMM_P2P_OFF, __ATOMIC_RELEASE);
     if (comm->rank == 0) {
         if (who >= 0)
             LOG_INFO(SUB_P2P, "P2P: off, device buffers are staged through host memory: rank %d: %s", who, why);
@@ -172,9 +172,17 @@ ccl_result_t connect_p2p(struct ccl_comm *comm, int device)
     char buf[P2P_WHY_MAX];
     const char *why = NULL;
     int locked = 0;
+    /* The bootstrap's lock, not exec_lock: a staged call of this comm may
+     * hold exec_lock on its worker thread while it waits for a peer whose
+     * user thread is in this setup. Two threads of one rank: the second
+     * finds the first one's verdict. */
+    pthread_mutex_lock(&comm->bs_lock);
+    locked = 1;
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) != COMM_P2P_UNTRIED)
+        goto out;
     if ((why = p2p_never(comm, buf, sizeof buf))) {
         p2p_off(comm, -1, why);
-        return CCL_SUCCESS;
+        goto out;
     }
     p->device = device;
     p->use_kernel_wait = strcmp(param_str(PARAM_CUDA_STREAM_WAIT), "kernel") == 0;
@@ -183,8 +191,6 @@ ccl_result_t connect_p2p(struct ccl_comm *comm, int device)
     ack = calloc((size_t)n, sizeof *ack);
     if (!hello || !offer || !ack)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for the P2P setup of %d ranks", n);
-    pthread_mutex_lock(&comm->bs_lock);
-    locked = 1;
     /* Round 1: who is willing, on which GPU, with which page name. */
     p2p_hello(comm, device, &hello[r]);
     CCL_TRY(bs_allgather(&comm->bs, hello, sizeof *hello));
@@ -248,8 +254,8 @@ ccl_result_t connect_p2p(struct ccl_comm *comm, int device)
         p2p_off(comm, who, why);
         goto out;
     }
-    p->state = COMM_P2P_UP;
     p->slot_size = (size_t)slot_size;
+    __atomic_store_n(&p->state, COMM_P2P_UP, __ATOMIC_RELEASE);
     if (comm->rank == 0)
         LOG_INFO(SUB_P2P, "P2P: up, %d ranks, %u slots of %llu bytes per connection (ring neighbours), waits by %s",
                  n, nslots, (unsigned long long)slot_size, p->use_kernel_wait ? "kernel" : "stream memory operation");
@@ -257,7 +263,7 @@ out:
     if (res != CCL_SUCCESS) {
         p2p_conn_close(&p->send);
         p2p_conn_close(&p->recv);
-        p->state = COMM_P2P_OFF;
+        __atomic_store_n(&p->state, COMM_P2P_OFF, __ATOMIC_RELEASE);
     }
     /* Every name a rank of ours picked: each page is mapped by both ends or
      * will never be (a failed round ends the setup everywhere). */

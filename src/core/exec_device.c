@@ -50,7 +50,8 @@ int exec_device_candidate(const coll_args_t *a, ccl_stream_t stream)
 {
     /* Host buffers (the flags are only set once the driver is loaded) cost
      * one test here. */
-    if (!(a->dev_send || a->dev_recv) || !exec_device_coll(a->coll) || a->comm->p2p.state == COMM_P2P_OFF ||
+    if (!(a->dev_send || a->dev_recv) || !exec_device_coll(a->coll) ||
+        __atomic_load_n(&a->comm->p2p.state, __ATOMIC_ACQUIRE) == COMM_P2P_OFF ||
         a->premul_ptr)
         return 0;
     if (stream && !dstream_is_cuda(stream))
@@ -168,23 +169,27 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
     comm_p2p_t *p = &comm->p2p;
     void *s = (void *)stream; /* NULL: the legacy default stream, then wait */
     uint64_t seq = 0;
+    void *done = NULL;
     *taken = 0;
     int device = s ? dev_stream_device(s) : dev_current_device();
     /* A stream of another device than the current one: the staged path
      * refuses it with the reason. */
     if (device < 0 || device != dev_current_device())
         return CCL_SUCCESS;
+    /* Outside exec_lock (connect_p2p says why). A failed exchange fails
+     * the call and breaks the comm: the ranks no longer agree. */
+    if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == COMM_P2P_UNTRIED &&
+        (res = connect_p2p(comm, device)) != CCL_SUCCESS) {
+        pthread_mutex_lock(&comm->exec_lock);
+        *taken = 1;
+        goto out;
+    }
     pthread_mutex_lock(&comm->exec_lock);
     if (atomic_load(&comm->aborted))
         CCL_FAIL(CCL_ERR_ABORTED, "the communicator was aborted");
     if (comm->broken)
         CCL_FAIL(CCL_ERR_INVALID_USAGE, "an earlier collective on this communicator failed; "
                  "its connections are in an unknown state: destroy it and create a new one");
-    if (p->state == COMM_P2P_UNTRIED) {
-        *taken = 1; /* a failed exchange fails the call */
-        CCL_TRY(connect_p2p(comm, device));
-        *taken = 0;
-    }
     if (p->state != COMM_P2P_UP || device != p->device) {
         if (p->state == COMM_P2P_UP)
             LOG_INFO(SUB_P2P, "P2P: a call on device %d, but this rank's P2P slots are on device %d: staged",
@@ -202,13 +207,12 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
         CCL_TRY(dev_event_create(&p->done));
     CCL_TRY(exec_device_queue(comm, &a, &comm->sched, s));
     CCL_TRY(dev_event_record(p->done, s));
-    p->last_stream = s;
     atomic_fetch_add(&exec_device_calls, 1);
     LOG_TRACE(SUB_P2P, "%s #%llu: %zu x %s on stream %p, P2P (%s)", sched_coll_name(a.coll), (unsigned long long)seq,
               a.count, dev_dtype_name(a.dtype), s,
               a.coll == SCHED_BROADCAST || a.coll == SCHED_REDUCE ? "chain" : "ring");
     if (!s)
-        CCL_TRY(dev_event_sync(p->done));
+        done = p->done;
 out:
     if (res != CCL_SUCCESS && *taken) {
         /* Part of the call may be queued, and peers wait on it: the comm
@@ -218,6 +222,10 @@ out:
         connect_poison(comm, err_message());
     }
     pthread_mutex_unlock(&comm->exec_lock);
+    /* NULL stream: blocks, after exec_lock (the legacy stream may wait for
+     * staged work whose worker needs it). */
+    if (done)
+        res = dev_event_sync(done);
     if (res != CCL_SUCCESS) {
         err_prefix("rank %d: %s #%llu (%zu x %s, P2P): ", comm->rank, sched_coll_name(a.coll),
                    (unsigned long long)(seq ? seq : comm->seq + 1), a.count, dev_dtype_name(a.dtype));

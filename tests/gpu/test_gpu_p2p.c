@@ -8,6 +8,8 @@
  *             (the connections' positions are handed out in call order)
  *   destroy   calls queued, then ccl_comm_destroy at once: destroy waits
  *             for the GPU, the results are right
+ *   mixed     staged calls (alltoall) queued before the first P2P call: the
+ *             P2P setup must not wait on their workers, nor they on it
  *   abort     rank 0 queues an allreduce no other rank makes: its stream
  *             waits on its peers; ccl_comm_abort lets it go (bounded)
  *   disagree  CCL_P2P_DISABLE=1 on rank 1 only: every rank agrees on off,
@@ -135,6 +137,46 @@ static int destroy_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
+static int mixed_body(tst_ctx_t *ctx, void *arg)
+{
+    enum { K = 3 };
+    gpu_rank_device(ctx);
+    ccl_comm_t comm = tst_comm_init(ctx);
+    cudaStream_t s;
+    GPU_RANK_OK(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    int32_t *x = device_input(ctx, 4), *a2a[K], *out[K];
+    size_t block = COUNT / (size_t)ctx->nranks;
+    for (int k = 0; k < K; k++) {
+        a2a[k] = device_input(ctx, k);
+        GPU_RANK_OK(ctx, cudaMalloc((void **)&out[k], COUNT * sizeof(int32_t)));
+        TST_CCL(ctx, comm, ccl_alltoall(a2a[k], out[k], block, CCL_INT32, comm, (ccl_stream_t)s));
+    }
+    TST_CCL(ctx, comm, ccl_allreduce(x, x, COUNT, CCL_INT32, CCL_SUM, comm, (ccl_stream_t)s));
+    GPU_RANK_OK(ctx, cudaStreamSynchronize(s));
+    check_sum(ctx, x, 4, "mixed: the P2P call after staged ones");
+    /* Block j of the result is rank j's block `rank` of its input. */
+    int32_t *h = malloc(COUNT * sizeof *h);
+    if (!h)
+        tst_fatal(ctx, "out of memory");
+    for (int k = 0; k < K; k++) {
+        GPU_RANK_OK(ctx, cudaMemcpy(h, out[k], block * (size_t)ctx->nranks * sizeof *h, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (int j = 0; j < ctx->nranks; j++)
+            for (size_t i = 0; i < block; i++)
+                bad += h[(size_t)j * block + i] != input(j, (size_t)ctx->rank * block + i, k);
+        if (bad)
+            tst_fail(ctx, "mixed: staged alltoall %d: %zu wrong elements", k, bad);
+        cudaFree(a2a[k]);
+        cudaFree(out[k]);
+    }
+    free(h);
+    expect_p2p(ctx, 1, "mixed");
+    tst_comm_destroy(ctx, comm);
+    cudaFree(x);
+    cudaStreamDestroy(s);
+    return 0;
+}
+
 static int abort_body(tst_ctx_t *ctx, void *arg)
 {
     gpu_rank_device(ctx);
@@ -206,6 +248,7 @@ int main(int argc, char **argv)
                  {"gpu_p2p_disagree", disagree_body, {3, 0, 0}},
                  {"gpu_p2p_order", order_body, {1, 2, 4}},
                  {"gpu_p2p_destroy", destroy_body, {1, 3, 5}},
+                 {"gpu_p2p_mixed", mixed_body, {2, 3, 0}},
                  {"gpu_p2p_abort", abort_body, {2, 3, 0}}};
     unsetenv("CCL_P2P_DISABLE");
     int failed = 0;
