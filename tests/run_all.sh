@@ -185,6 +185,9 @@ for v in "CCL_VERIFY=1" "CCL_VERIFY=1 CCL_ALGO=tree" "CCL_VERIFY=1 CCL_ALGO=rd";
     run_variant "$v" test_allreduce 3 5
 done
 run_variant "CCL_CHECK_ARGS=1" test_groups
+# A host stream holding two calls at most: every enqueue past that waits
+# for room (CCL_STREAM_DEPTH), and nothing may deadlock or reorder.
+run_variant "CCL_STREAM_DEPTH=2" test_streams
 
 # ---- AddressSanitizer pass ------------------------------------------------------
 # A plain `make test` also builds the library and a few multi-process tests

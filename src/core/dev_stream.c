@@ -477,7 +477,7 @@ ccl_result_t dstream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int 
     /* The job exists before the stream is told to wait for it: from the
      * hold on, the worker must release the flag whatever happens. */
     stream_hooks_t hooks = {dstream_before, dstream_after, job};
-    op = stream_op_new(staged, ncalls, &hooks);
+    op = stream_op_new(ds->worker, staged, ncalls, &hooks);
     if (!op) {
         res = CCL_ERR_SYSTEM; /* message set */
         goto out;
