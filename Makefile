@@ -159,7 +159,7 @@ endif
 HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 HAVE_CMOCKA := $(shell echo 'int main(void){return 0;}' | $(CC) -x c -include stdarg.h -include stddef.h -include setjmp.h -include cmocka.h - -lcmocka -o /dev/null 2>/dev/null && echo 1)
 
-.PHONY: all lib perf tools tests run test run-tests soak install clean deps fuzz fuzz-build
+.PHONY: all lib perf tools tests run test run-tests soak install clean deps fuzz fuzz-build gpu-tests
 
 all: lib perf tools
 
@@ -241,6 +241,9 @@ $(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
 tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN)) \
        $(CLUSTER_BIN) \
        $(GPU_BIN)
+# What tests/gpu/run.sh runs, and no more (its --mock build, which also
+# runs test_cuda_rt's refusals with the mock's driver or devices taken away).
+gpu-tests: lib perf $(GPU_BIN) $(if $(and $(filter mock,$(CUDA)),$(HAVE_CMOCKA)),$(BUILD)/tests/unit/test_cuda_rt)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
