@@ -12,6 +12,8 @@
 #   make fuzz            build the libFuzzer targets with clang, run each FUZZ_SECONDS (60)
 #   make CUDA=0          host-only library, even where nvcc exists (in build/nocuda)
 #   make CUDA_ARCH="80 90"  GPU architectures compiled (SASS each, plus PTX of the highest)
+#   make CUDA=mock       the CUDA path against the mock GPU of tests/mock_cuda (in
+#                        build/mockcuda; needs the CUDA headers only): docs/gpu.md
 #
 # CUDA: when nvcc is found ($(CUDA_HOME)/bin/nvcc, else on PATH) the library
 # also holds the device path (src/device/*.cu and the CUDA runtime, linked
@@ -53,7 +55,7 @@ CUDA_ARCH ?= 80 90
 # objects compiled differently. CUDA=0 gets one where nvcc exists
 # (elsewhere every build is host-only), and so does CUDA=1 in a sanitizer
 # build.
-BUILD    ?= build$(if $(SANITIZE),/$(SANITIZE))$(if $(filter 1,$(MPI)),/mpi)$(if $(SANITIZE),$(if $(filter 1,$(CUDA)),/cuda),$(if $(NVCC),$(if $(filter 0,$(CUDA)),/nocuda)))
+BUILD    ?= build$(if $(SANITIZE),/$(SANITIZE))$(if $(filter 1,$(MPI)),/mpi)$(if $(SANITIZE),$(if $(filter 1,$(CUDA)),/cuda),$(if $(NVCC),$(if $(filter 0,$(CUDA)),/nocuda)))$(if $(filter mock,$(CUDA)),/mockcuda)
 CC       ?= cc
 MPICC    ?= mpicc
 OPT      ?= -O3
@@ -93,13 +95,29 @@ CUDA_CFLAGS := -DCCL_HAVE_CUDA=1 -I$(CUDA_ROOT)/include
 CUDA_LIBS := -L$(CUDA_LIBDIR) -lcudart_static
 LIB_CU   := $(sort $(wildcard src/*/*.cu))
 endif
+# CUDA=mock: the library compiled exactly as with CUDA=1 (same headers,
+# CCL_HAVE_CUDA), but src/device/*.cu replaced by host kernels and
+# libcudart_static by the mock runtime, both from tests/mock_cuda and
+# linked into libccl as the real runtime is. The mock loads a stand-in
+# libcuda.so.1 (MOCK_DRIVER) where the real runtime loads the driver, so
+# ccl's "is the driver loaded?" sees a driver (docs/gpu.md, "The mock GPU").
+ifeq ($(CUDA),mock)
+CUDA_ROOT := $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),$(CUDA_HOME))
+ifeq ($(wildcard $(CUDA_ROOT)/include/cuda_runtime_api.h),)
+$(error CUDA=mock needs the CUDA headers, and $(CUDA_ROOT)/include has no cuda_runtime_api.h: set CUDA_HOME)
+endif
+CUDA_CFLAGS := -DCCL_HAVE_CUDA=1 -I$(CUDA_ROOT)/include
+MOCK_DRIVER := $(BUILD)/lib/mockdriver/libcuda.so.1
+LIB_MOCK := $(filter-out tests/mock_cuda/libcuda_standin.c,$(sort $(wildcard tests/mock_cuda/*.c)))
+$(BUILD)/obj/tests/mock_cuda/mock_runtime.o: CFLAGS += -DMOCKCUDA_DRIVER_PATH='"$(abspath $(MOCK_DRIVER))"'
+endif
 # hwloc 2.x is required (src/topo); pkg-config finds a non-system install.
 HWLOC_CFLAGS := $(shell pkg-config --cflags hwloc 2>/dev/null)
 HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 CFLAGS  := $(CFLAGS_BASE) $(CUDA_CFLAGS) $(HWLOC_CFLAGS) $(CFLAGS_EXTRA)
 LDLIBS  := $(CUDA_LIBS) $(HWLOC_LIBS) -pthread -lrt -lm -ldl
 
-LIB_SRC  := $(sort $(wildcard src/*/*.c))
+LIB_SRC  := $(sort $(wildcard src/*/*.c)) $(LIB_MOCK)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
 
 LIB_SO   := $(BUILD)/lib/libccl.so.$(VERSION)
@@ -113,7 +131,7 @@ ifeq ($(MPI),1)
 PERF_CC := $(MPICC)
 PERF_CFLAGS += -DCCL_PERF_WITH_MPI=1
 endif
-ifeq ($(CUDA),1)
+ifneq ($(filter 1 mock,$(CUDA)),)
 PERF_CFLAGS += -DCCL_PERF_WITH_CUDA=1
 endif
 
@@ -132,6 +150,8 @@ ifeq ($(CUDA),1)
 NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_ROOT)/lib64/libnccl.so $(CUDA_ROOT)/lib/libnccl.so \
                    /usr/lib/x86_64-linux-gnu/libnccl.so))))
 HAVE_NCCL := $(if $(and $(NCCL_LIBDIR),$(wildcard $(CUDA_ROOT)/include/nccl.h /usr/include/nccl.h)),1)
+endif
+ifneq ($(filter 1 mock,$(CUDA)),)
 GPU_SRC  := $(filter-out $(if $(HAVE_NCCL),,tests/gpu/nccl_ref.c),$(sort $(wildcard tests/gpu/*.c)))
 GPU_BIN  := $(GPU_SRC:tests/gpu/%.c=$(BUILD)/tests/gpu/%)
 endif
@@ -139,11 +159,17 @@ endif
 HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 HAVE_CMOCKA := $(shell echo 'int main(void){return 0;}' | $(CC) -x c -include stdarg.h -include stddef.h -include setjmp.h -include cmocka.h - -lcmocka -o /dev/null 2>/dev/null && echo 1)
 
-.PHONY: all lib perf tools tests run test run-tests soak install clean deps fuzz fuzz-build
+.PHONY: all lib perf tools tests run test run-tests soak install clean deps fuzz fuzz-build gpu-tests
 
 all: lib perf tools
 
-lib: $(LIB_SO) $(LIB_A)
+lib: $(LIB_SO) $(LIB_A) $(MOCK_DRIVER)
+
+ifeq ($(CUDA),mock)
+$(MOCK_DRIVER): tests/mock_cuda/libcuda_standin.c
+	@mkdir -p $(dir $@)
+	$(CC) -shared -fPIC -Wl,-soname,libcuda.so.1 -o $@ $<
+endif
 
 $(BUILD)/obj/%.o: %.c | $(BUILD)/hwloc-ok
 	@mkdir -p $(dir $@)
@@ -215,6 +241,9 @@ $(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
 tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN)) \
        $(CLUSTER_BIN) \
        $(GPU_BIN)
+# What tests/gpu/run.sh runs, and no more (its --mock build, which also
+# runs test_cuda_rt's refusals with the mock's driver or devices taken away).
+gpu-tests: lib perf $(GPU_BIN) $(if $(and $(filter mock,$(CUDA)),$(HAVE_CMOCKA)),$(BUILD)/tests/unit/test_cuda_rt)
 
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)

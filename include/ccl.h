@@ -13,7 +13,10 @@
  *     collective is complete and recvbuf holds the result (device buffers
  *     included: their copies are done too).
  *   - a host stream from ccl_stream_create(): the call is queued and returns
- *     at once; the stream's worker thread runs queued operations in order.
+ *     at once (unless the stream already holds CCL_STREAM_DEPTH calls, 1024
+ *     by default: then it first waits until half of them ran, as a full
+ *     CUDA launch queue blocks the host); the stream's worker thread runs
+ *     queued operations in order.
  *     ccl_stream_synchronize() waits for all of them and returns the first
  *     error; ccl_stream_query() polls. Buffers must stay valid and unmodified
  *     until the stream is synchronized (as with a CUDA stream). Host

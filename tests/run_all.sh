@@ -9,7 +9,9 @@
 # SKIPPED line), the short
 # multi-node run in network namespaces (tests/cluster/run_short.sh; as root
 # only, otherwise one SKIPPED line), in a CUDA build the GPU checks
-# (tests/gpu/: the kernel list always, the rest where a GPU is), and
+# (tests/gpu/: the kernel list always, the rest where a GPU is), the GPU
+# checks against the mock GPU (tests/mock_cuda) wherever the CUDA headers
+# are, and
 # ccl-info on this machine, with
 # --explain, and on the DGX-2 export when $BUILD/bin/ccl-info exists. Each test runs under
 # its own wall-clock timeout and prints PASS/FAIL with its time; a failure
@@ -54,6 +56,7 @@ timeout_for() {
     cluster) echo 300 ;;
     fuzz) echo 60 ;;
     gpu) echo 900 ;;
+    gpu-mock) echo 600 ;;
     *) echo 300 ;;
     esac
 }
@@ -185,6 +188,9 @@ for v in "CCL_VERIFY=1" "CCL_VERIFY=1 CCL_ALGO=tree" "CCL_VERIFY=1 CCL_ALGO=rd";
     run_variant "$v" test_allreduce 3 5
 done
 run_variant "CCL_CHECK_ARGS=1" test_groups
+# A host stream holding two calls at most: every enqueue past that waits
+# for room (CCL_STREAM_DEPTH), and nothing may deadlock or reorder.
+run_variant "CCL_STREAM_DEPTH=2" test_streams
 
 # ---- AddressSanitizer pass ------------------------------------------------------
 # A plain `make test` also builds the library and a few multi-process tests
@@ -382,9 +388,19 @@ if [[ "${CUDA:-0}" == 1 ]]; then
         echo "SKIPPED gpu/run: ${gpu_why:-no gpu_probe}"
         skipped=$((skipped + 1))
     fi
-else
+elif [[ "${CUDA:-0}" != mock ]]; then
     echo "SKIPPED gpu: host-only build (CUDA=0, or nvcc not found)"
     skipped=$((skipped + 1))
+fi
+# The mock GPU (tests/mock_cuda, docs/gpu.md): the same GPU checks on host
+# memory, GPU or not, wherever the CUDA headers are (nvcc not needed).
+# run.sh --mock builds build/mockcuda itself (incrementally after the first
+# time; ~2 minutes of the 2-core VM from nothing) unless this is that build;
+# without the headers it prints why and the step is SKIPPED.
+if [[ "${CUDA:-0}" == mock ]]; then
+    MAY_SKIP=1 run_test "gpu/mock" gpu-mock env MOCK_BUILD="$BUILD" tests/gpu/run.sh --mock --no-build
+else
+    MAY_SKIP=1 run_test "gpu/mock" gpu-mock tests/gpu/run.sh --mock
 fi
 
 # ---- ccl-info smoke -------------------------------------------------------------

@@ -259,7 +259,7 @@ typedef struct {
 } stream_hooks_t;
 typedef struct stream_op stream_op_t;
 /* NULL when out of memory (message set); the calls keep their pending counts. */
-stream_op_t *stream_op_new(const coll_args_t *calls, int ncalls, const stream_hooks_t *hooks);
+stream_op_t *stream_op_new(ccl_stream_t stream, const coll_args_t *calls, int ncalls, const stream_hooks_t *hooks);
 void stream_op_submit(ccl_stream_t stream, stream_op_t *op);
 
 /* dev_stream.c: device buffers (staged through pinned host memory). Sets

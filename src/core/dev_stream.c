@@ -109,6 +109,8 @@ typedef struct dstream_buf {
     size_t cap;
 } dstream_buf_t;
 static dstream_buf_t *dstream_pool;
+/* Pinned areas replaced by larger ones (dstream_grow), kept until exit. */
+static dstream_buf_t *dstream_retired;
 
 /* ---- classification ---------------------------------------------------------- */
 
@@ -217,18 +219,38 @@ static size_t dstream_layout(const coll_args_t *calls, int ncalls, dstream_place
     return at;
 }
 
-/* Makes a pinned area hold at least `bytes` (its contents are lost). */
+/* Makes a pinned area hold at least `bytes` (its contents are lost). The
+ * area it replaces is kept, not freed: cudaFreeHost waits for the whole
+ * device, and a stream of this process may be held for a call that the
+ * caller has yet to queue (one thread queueing several ranks' calls, or a
+ * small call then a large one of one rank before the others'), so a free
+ * here can wait forever. Areas at least double when they grow, so what is
+ * kept stays below what is in use. */
 static ccl_result_t dstream_grow(char **buf, size_t *cap, size_t bytes)
 {
+    ccl_result_t res = CCL_SUCCESS;
+    dstream_buf_t *old = NULL;
+    char *fresh = NULL;
     if (*cap >= bytes)
         return CCL_SUCCESS;
     size_t want = (bytes + DSTREAM_GRAIN - 1) / DSTREAM_GRAIN * DSTREAM_GRAIN;
-    dev_host_free(*buf);
-    *buf = NULL;
-    *cap = 0;
-    ccl_result_t res = dev_host_alloc((void **)buf, want);
-    if (res == CCL_SUCCESS)
-        *cap = want;
+    if (want < 2 * *cap)
+        want = 2 * *cap;
+    if (*buf && !(old = calloc(1, sizeof *old)))
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+    CCL_TRY(dev_host_alloc((void **)&fresh, want));
+    if (old) {
+        *old = (dstream_buf_t){NULL, *buf, *cap};
+        pthread_mutex_lock(&dstream_lock);
+        old->next = dstream_retired;
+        dstream_retired = old;
+        pthread_mutex_unlock(&dstream_lock);
+        old = NULL;
+    }
+    *buf = fresh;
+    *cap = want;
+out:
+    free(old);
     return res;
 }
 
@@ -477,7 +499,7 @@ ccl_result_t dstream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int 
     /* The job exists before the stream is told to wait for it: from the
      * hold on, the worker must release the flag whatever happens. */
     stream_hooks_t hooks = {dstream_before, dstream_after, job};
-    op = stream_op_new(staged, ncalls, &hooks);
+    op = stream_op_new(ds->worker, staged, ncalls, &hooks);
     if (!op) {
         res = CCL_ERR_SYSTEM; /* message set */
         goto out;

@@ -574,16 +574,16 @@ size_t exec_board_bytes(const coll_args_t *a, int nranks)
 
 /* Reduces block `off` (bytes) of every rank's slot into dst, in rank order
  * so that floating-point results are bitwise identical on every rank. */
-static void exec_board_reduce(struct ccl_comm *comm, const coll_args_t *a, const char *bank, size_t off, void *dst)
+static void exec_board_reduce(struct ccl_comm *comm, const coll_args_t *a, const board_bank_t *bank, size_t off,
+                              void *dst)
 {
-    size_t stride = comm->board.slot_bytes;
     int n = comm->nranks;
     if (n == 1)
-        memcpy(dst, bank + off, a->count * dev_dtype_size(a->dtype));
+        memcpy(dst, shm_board_slot(bank, 0) + off, a->count * dev_dtype_size(a->dtype));
     else
-        dev_reduce(a->dtype, a->kop, dst, NULL, bank + off, bank + stride + off, a->count);
+        dev_reduce(a->dtype, a->kop, dst, NULL, shm_board_slot(bank, 0) + off, shm_board_slot(bank, 1) + off, a->count);
     for (int q = 2; q < n; q++)
-        dev_reduce(a->dtype, a->kop, dst, NULL, dst, bank + (size_t)q * stride + off, a->count);
+        dev_reduce(a->dtype, a->kop, dst, NULL, dst, shm_board_slot(bank, q) + off, a->count);
     dev_postop(a->dtype, a->kop, dst, a->count, n);
 }
 
@@ -592,7 +592,7 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
     size_t esz = dev_dtype_size(a->dtype), bytes = a->count * esz;
     size_t send_bytes, recv_bytes;
     int n = comm->nranks, r = comm->rank, root = a->root;
-    const char *bank = NULL;
+    board_bank_t view;
     exec_wait_ctx_t ctx = {comm, -1, "exchange with", 0, 0};
     wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
     if (bytes == 0)
@@ -608,10 +608,11 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
         wait_for = r == root ? BOARD_WAIT_NONE : BOARD_WAIT_ROOT;
     else if (a->coll == SCHED_REDUCE || a->coll == SCHED_GATHER)
         wait_for = r == root ? BOARD_WAIT_ALL : BOARD_WAIT_NONE;
-    ccl_result_t res = shm_board_exchange(&comm->board, post, send_bytes, wait_for, root, &pol, &bank);
+    ccl_result_t res = shm_board_exchange(&comm->board, post, send_bytes, exec_board_bytes(a, n), wait_for, root,
+                                          &pol, &view);
     if (res != CCL_SUCCESS)
         return res;
-    size_t stride = comm->board.slot_bytes;
+    const board_bank_t *bank = &view;
     char *dst = a->recvbuf;
     switch (a->coll) {
     case SCHED_ALLREDUCE:
@@ -626,21 +627,21 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
         break;
     case SCHED_ALLGATHER:
         for (int q = 0; q < n; q++)
-            memcpy(dst + (size_t)q * bytes, bank + (size_t)q * stride, bytes);
+            memcpy(dst + (size_t)q * bytes, shm_board_slot(bank, q), bytes);
         break;
     case SCHED_GATHER:
         for (int q = 0; r == root && q < n; q++)
-            memcpy(dst + (size_t)q * bytes, bank + (size_t)q * stride, bytes);
+            memcpy(dst + (size_t)q * bytes, shm_board_slot(bank, q), bytes);
         break;
     case SCHED_BROADCAST:
-        memcpy(dst, bank + (size_t)root * stride, bytes);
+        memcpy(dst, shm_board_slot(bank, root), bytes);
         break;
     case SCHED_SCATTER:
-        memcpy(dst, bank + (size_t)root * stride + (size_t)r * bytes, bytes);
+        memcpy(dst, shm_board_slot(bank, root) + (size_t)r * bytes, bytes);
         break;
     case SCHED_ALLTOALL:
         for (int q = 0; q < n; q++)
-            memcpy(dst + (size_t)q * bytes, bank + (size_t)q * stride + (size_t)r * bytes, bytes);
+            memcpy(dst + (size_t)q * bytes, shm_board_slot(bank, q) + (size_t)r * bytes, bytes);
         break;
     default:
         return err_set(CCL_ERR_INTERNAL, "one-shot: no path for %s", sched_coll_name(a->coll));

@@ -53,6 +53,10 @@ typedef struct {
 
 /* Enqueues dst[k][i] = op(src[0][i], .., src[nsrc-1][i]) for k < ndst. */
 ccl_result_t dev_cuda_reduce(const dev_cuda_reduce_t *r, void *stream);
+/* CCL_ERR_INTERNAL (message set) when r breaks the contract above: dtype
+ * or op out of range, sources or destinations out of bounds
+ * (kernels_check.c, every build; each dev_cuda_reduce calls it). */
+ccl_result_t dev_cuda_reduce_check(const dev_cuda_reduce_t *r);
 /* Enqueues a copy of bytes from src into dst and, when dst2 is not NULL,
  * into dst2 as well (one read, two writes). */
 ccl_result_t dev_cuda_copy(void *dst, void *dst2, const void *src, size_t bytes, void *stream);

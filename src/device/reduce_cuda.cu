@@ -189,11 +189,9 @@ static const size_t dev_cuda_sizes[CCL_NUM_DTYPES] = {1, 1, 4, 4, 8, 8, 2, 4, 8,
 
 extern "C" ccl_result_t dev_cuda_reduce(const dev_cuda_reduce_t *r, void *stream)
 {
-    if ((unsigned)r->dtype >= CCL_NUM_DTYPES || (unsigned)r->op >= CCL_NUM_OPS)
-        return err_set(CCL_ERR_INTERNAL, "dev_cuda_reduce: dtype %d / op %d out of range", (int)r->dtype,
-                       (int)r->op);
-    if (r->nsrc < 1 || r->nsrc > DEV_CUDA_MAX_SRCS || r->ndst < 1 || r->ndst > 2)
-        return err_set(CCL_ERR_INTERNAL, "dev_cuda_reduce: %d sources, %d destinations", r->nsrc, r->ndst);
+    ccl_result_t res = dev_cuda_reduce_check(r);
+    if (res != CCL_SUCCESS)
+        return res;
     if (r->count == 0)
         return CCL_SUCCESS;
     size_t esz = dev_cuda_sizes[r->dtype];

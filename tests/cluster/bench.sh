@@ -11,7 +11,8 @@
 #           with the tuner's choice and with each forced CCL_ALGO
 #   stream  2 nodes x 1 rank, links unlimited: ccl-perf allgather of 64 MiB
 #           against one plain TCP stream between the same nodes (net-bench's
-#           reference stream)
+#           reference stream), and against two at once, one each way (what a
+#           2-rank allgather does: both directions carry data together)
 #
 # Everything is launched as on a cluster: mpirun -H node1:m,node2:m,... from
 # node1, ranks from Open MPI's environment, CCL_COMM_ID at node1's address.
@@ -164,6 +165,27 @@ tcp_stream() {
     awk '!/^#/ && NF == 8 { print "tcp-stream", $1, 0, $4, $4; print "net-plugin", $1, 0, $2, $2 }' "$out" >>"$LOG/rows"
 }
 
+# Two plain TCP streams at once, node1 -> node2 and node2 -> node1: what
+# the 2 cores allow when both directions carry data, as a 2-rank allgather
+# does (each rank sends its half and receives the other's at the same
+# time). Appended to $LOG/rows as the mean of the two directions, in GB/s
+# per direction: the same unit as a 2-rank allgather's busbw.
+tcp_stream_bidir() {
+    local out port=$((47500 + RANDOM % 400))
+    out="$LOG/net-bench-bidir.$(date +%s%N)"
+    "$C" exec 2 "$BUILD/bin/net-bench" -s -p "$port" >"$out.server2" 2>&1 &
+    local s2=$!
+    "$C" exec 1 "$BUILD/bin/net-bench" -s -p "$((port + 1))" >"$out.server1" 2>&1 &
+    local s1=$!
+    sleep 0.3
+    "$C" exec 1 "$BUILD/bin/net-bench" -c "$SUBNET.2:$port" -b 4M -e 4M -t 256M -r 1 >"$out.12" 2>&1 &
+    local c1=$!
+    "$C" exec 2 "$BUILD/bin/net-bench" -c "$SUBNET.1:$((port + 1))" -b 4M -e 4M -t 256M -r 1 >"$out.21" 2>&1
+    wait "$c1" "$s1" "$s2"
+    cat "$out.12" "$out.21" | awk '!/^#/ && NF == 8 { sum += $4; n++ }
+        END { if (n == 2) print "tcp-bidir", 0, 0, sum / 2, sum / 2 }' >>"$LOG/rows"
+}
+
 section_stream() {
     echo "## stream: 2 nodes x 1 rank, unlimited links; ccl allgather 64 MiB vs one TCP stream, $ROUNDS rounds"
     "$C" up 2 --owner $$ >/dev/null || return 1
@@ -172,6 +194,7 @@ section_stream() {
     for ((r = 1; r <= ROUNDS; r++)); do
         run_variant ccl-allgather 1,1 -- "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
         tcp_stream
+        tcp_stream_bidir
     done
     medians | awk '
         function show(what, k) { printf "%-40s %s\n", what, (k in bw) ? sprintf("%.3f GB/s", bw[k]) : "- (failed)" }
@@ -179,9 +202,12 @@ section_stream() {
         END {
             show("ccl allgather busbw (64 MiB, 2 ranks)", "ccl-allgather")
             show("one TCP stream (4 MiB messages)", "tcp-stream")
+            show("two TCP streams, one each way (per direction)", "tcp-bidir")
             show("net plugin alone (net-bench)", "net-plugin")
             if (("ccl-allgather" in bw) && bw["tcp-stream"] > 0)
                 printf "%-40s %.0f%%\n", "ccl / TCP stream", 100 * bw["ccl-allgather"] / bw["tcp-stream"]
+            if (("ccl-allgather" in bw) && bw["tcp-bidir"] > 0)
+                printf "%-40s %.0f%%\n", "ccl / TCP streams both ways", 100 * bw["ccl-allgather"] / bw["tcp-bidir"]
         }'
     cp "$LOG/rows" "$LOG/stream.rows"
     "$C" down

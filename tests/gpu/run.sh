@@ -5,12 +5,21 @@
 #
 #   tests/gpu/run.sh              build (make -j, CUDA=1), then everything below
 #   tests/gpu/run.sh --no-build   use what BUILD (default build) holds
+#   tests/gpu/run.sh --mock       the same checks against the mock GPU
+#                                 (tests/mock_cuda, build/mockcuda): no GPU
+#                                 needed, figures meaningless; colls on
+#                                 1,2,3,5,8 ranks, p2p on 2,3,8, p2p-off on 3
+#                                 (--full: 1 to 8 for each); exit 77
+#                                 when the mock cannot be built (no CUDA headers)
 #
 # Steps, each under its own time limit, logs in $BUILD/gpu-logs/:
 #   fatbin     every kernel as SASS for each CUDA_ARCH and as PTX (no GPU needed)
 #   kernels    test_gpu_kernels: each reduction kernel (dtype x op x sources x
 #              destinations x alignment) and the copy and hold kernels, bit
 #              for bit against the host path
+#   runtime    test_gpu_runtime: CUDA IPC of memory and events between two
+#              processes, stream waits/writes on registered shared memory,
+#              legacy-stream ordering (what the P2P transport builds on)
 #   stream     test_gpu_stream: CUDA stream semantics of device-buffer calls
 #              (returns at once, stream order, queues, groups, refusals),
 #              once with the driver's stream wait and once with the polling kernel
@@ -33,18 +42,47 @@
 # persistence, compute mode, MIG). The exit status is non-zero when a
 # check failed; benchmarks only fail when their run fails.
 #
-# Environment: BUILD, CUDA_ARCH (passed to make), GPU_BENCH_MIB (buffer
-# size of the benchmarks, default 1024).
+# Environment: BUILD (MOCK_BUILD with --mock, default build/mockcuda),
+# CUDA_ARCH (passed to make), GPU_BENCH_MIB (buffer size of the
+# benchmarks, default 1024; 8 with --mock, where bench is a smoke run),
+# CUDA_HOME (where --mock finds the CUDA headers), and the mock's own
+# MOCKCUDA_* (docs/gpu.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 
-BUILD=${BUILD:-build}
-BENCH_MIB=${GPU_BENCH_MIB:-1024}
+build=1 mock=0 full=0
+for arg in "$@"; do
+    case $arg in
+    --no-build) build=0 ;;
+    --mock) mock=1 ;;
+    --full) full=1 ;;
+    *) echo "usage: $0 [--no-build] [--mock [--full]]" >&2; exit 2 ;;
+    esac
+done
+if [[ $mock == 1 ]]; then
+    # Not BUILD: make test exports the main build's, which the mock must
+    # never be built into.
+    BUILD=${MOCK_BUILD:-build/mockcuda}
+    BENCH_MIB=${GPU_BENCH_MIB:-8}
+    headers=${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime_api.h
+    if [[ $build == 1 && ! -r $headers ]]; then
+        echo "no mock GPU: the mock build needs the CUDA headers ($headers not found; set CUDA_HOME)"
+        exit 77
+    fi
+else
+    BUILD=${BUILD:-build}
+    BENCH_MIB=${GPU_BENCH_MIB:-1024}
+fi
 LOGS=$BUILD/gpu-logs
-build=1
-[[ ${1:-} == --no-build ]] && build=0
 
-if [[ $build == 1 ]]; then
+if [[ $build == 1 && $mock == 1 ]]; then
+    echo "== build (make -j$(nproc) CUDA=mock gpu-tests, in $BUILD)"
+    make -j"$(nproc)" CUDA=mock BUILD="$BUILD" gpu-tests >"$BUILD.gpu-build.log" 2>&1 || {
+        tail -n 30 "$BUILD.gpu-build.log"
+        echo "FAIL build (log: $BUILD.gpu-build.log)"
+        exit 1
+    }
+elif [[ $build == 1 ]]; then
     echo "== build (make -j$(nproc) all tests CUDA=1)"
     make -j"$(nproc)" CUDA=1 BUILD="$BUILD" all tests >"$BUILD.gpu-build.log" 2>&1 || {
         tail -n 30 "$BUILD.gpu-build.log"
@@ -83,7 +121,7 @@ summary_of() {
     colls | p2p | p2p-off) awk '/cases checked/ { n++; p += $(NF-4) } END { printf "%d rank counts, %d calls over P2P on rank 0", n, p }' "$log" ;;
     perf) awk '/Out of bounds/ { n += $NF == "OK" ? 0 : 1; t++ } END { printf "%d tables, %d with wrong results", t, n }' "$log" ;;
     bench) awk '$1 == "bench" { printf "%s %.0f GB/s  ", $2, $5 }' "$log" ;;
-    p2p-life) grep -o 'let go [0-9.]* s' "$log" | tr '\n' ' ' | sed 's/^/abort: stream /' ;;
+    p2p-life) awk '/let go/ { t = t " " $(NF-3) } END { printf "abort let a waiting stream go in%s s", t }' "$log" ;;
     allreduce | allreduce-staged) awk '!/^#/ && NF >= 13 { printf "%s B: busbw %.2f GB/s out of place, %.2f in place", $1, $8, $12 }' "$log" ;;
     nccl) awk '$1 == "bench" { printf "1 rank algbw %.0f GB/s  ", $5 } /4 ranks on one GPU/ { sub(/^# nccl: /, ""); printf "%s", $0 }' "$log" ;;
     *) echo "" ;;
@@ -92,40 +130,66 @@ summary_of() {
 
 check_perf() { awk -v na_ok=1 -f tests/common/check_perf.awk "$1"; }
 
-step fatbin 60 env BUILD="$BUILD" CUDA_ARCH="${CUDA_ARCH:-80 90}" tests/gpu/check_fatbin.sh
+# The mock build has no GPU code to list.
+[[ $mock == 0 ]] && step fatbin 60 env BUILD="$BUILD" CUDA_ARCH="${CUDA_ARCH:-80 90}" tests/gpu/check_fatbin.sh
 
 if ! probe=$("$BUILD/tests/gpu/gpu_probe" 2>&1); then
     echo "$probe"
+    if [[ $mock == 1 ]]; then
+        echo "FAIL: the mock GPU's probe failed (MOCKCUDA_DEVICES=0, or MOCKCUDA_DRIVER names no file?)"
+        exit 1
+    fi
     echo "no GPU: compiled only (the fatbin check above is all that ran)"
     [[ $failed -eq 0 ]]
     exit
 fi
 echo "$probe"
 
+# The mock's ranks are host processes on a 2-core VM: colls (and the P2P
+# sweeps) on a subset of rank counts unless --full, perf up to 1 MiB.
+colls_ranks=() p2p_ranks=() off_ranks=()
+perf_sizes=(-b 8 -e 256K -f 64)
+if [[ $mock == 1 ]]; then
+    [[ $full == 0 ]] && colls_ranks=(1 2 3 5 8) p2p_ranks=(2 3 8) off_ranks=(3)
+    perf_sizes=(-b 8 -e 1M -f 128)
+fi
 step kernels 180 "$BUILD/tests/gpu/test_gpu_kernels"
+step runtime 60 "$BUILD/tests/gpu/test_gpu_runtime"
 step stream 180 env CCL_CUDA_STREAM_WAIT=auto "$BUILD/tests/gpu/test_gpu_stream"
 step stream-kernel 180 env CCL_CUDA_STREAM_WAIT=kernel "$BUILD/tests/gpu/test_gpu_stream"
-step colls 300 "$BUILD/tests/gpu/test_gpu_colls"
-step p2p 180 "$BUILD/tests/gpu/test_gpu_colls" --p2p
-step p2p-off 180 "$BUILD/tests/gpu/test_gpu_colls" --staged
+step colls 300 "$BUILD/tests/gpu/test_gpu_colls" "${colls_ranks[@]}"
+step p2p 180 "$BUILD/tests/gpu/test_gpu_colls" --p2p "${p2p_ranks[@]}"
+step p2p-off 180 "$BUILD/tests/gpu/test_gpu_colls" --staged "${off_ranks[@]}"
 step p2p-life 180 "$BUILD/tests/gpu/test_gpu_p2p"
-if step perf 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b 8 -e 256K -f 64 -n 1 -w 1 -c 1 -C all -d all -o all; then
+if step perf 240 "$BUILD/bin/ccl-perf" -m device --np 4 "${perf_sizes[@]}" -n 1 -w 1 -c 1 -C all -d all -o all; then
     check_perf "$LOGS/perf.log" >>"$LOGS/perf.log" 2>&1 || {
         echo "FAIL perf: a #wrong column is not 0"
         failed=$((failed + 1))
     }
 fi
 step bench 120 "$BUILD/tests/gpu/bench_gpu" "$BENCH_MIB"
-step allreduce 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b "${BENCH_MIB}M" -e "${BENCH_MIB}M" -n 3 -w 1 -c 1 -C allreduce
-step allreduce-staged 240 env CCL_P2P_DISABLE=1 "$BUILD/bin/ccl-perf" -m device --np 4 -b "${BENCH_MIB}M" -e "${BENCH_MIB}M" -n 3 -w 1 -c 1 -C allreduce
-if [[ -x $BUILD/tests/gpu/nccl_ref ]]; then
-    step nccl 120 "$BUILD/tests/gpu/nccl_ref" "$BENCH_MIB"
+if [[ $mock == 1 && -x $BUILD/tests/unit/test_cuda_rt ]]; then
+    # ccl's refusal of device-stream calls in a CUDA build without a driver,
+    # and with a driver but no device (on a GPU machine these cannot be made).
+    step no-driver 60 env MOCKCUDA_DRIVER=/nonexistent/libcuda.so.1 "$BUILD/tests/unit/test_cuda_rt"
+    step no-device 60 env MOCKCUDA_DEVICES=0 "$BUILD/tests/unit/test_cuda_rt"
+fi
+if [[ $mock == 1 ]]; then
+    rows+=("allreduce|SKIP|0s|a bandwidth figure: meaningless on the mock GPU")
+    rows+=("allreduce-staged|SKIP|0s|a bandwidth figure: meaningless on the mock GPU")
+    rows+=("nccl|SKIP|0s|NCCL needs a GPU")
 else
-    rows+=("nccl|SKIP|0s|NCCL not installed beside CUDA at build time")
+    step allreduce 240 "$BUILD/bin/ccl-perf" -m device --np 4 -b "${BENCH_MIB}M" -e "${BENCH_MIB}M" -n 3 -w 1 -c 1 -C allreduce
+    step allreduce-staged 240 env CCL_P2P_DISABLE=1 "$BUILD/bin/ccl-perf" -m device --np 4 -b "${BENCH_MIB}M" -e "${BENCH_MIB}M" -n 3 -w 1 -c 1 -C allreduce
+    if [[ -x $BUILD/tests/gpu/nccl_ref ]]; then
+        step nccl 120 "$BUILD/tests/gpu/nccl_ref" "$BENCH_MIB"
+    else
+        rows+=("nccl|SKIP|0s|NCCL not installed beside CUDA at build time")
+    fi
 fi
 
 echo
-echo "== GPU summary ($(head -n 1 <<<"$probe"))"
+echo "== GPU summary ($(head -n 1 <<<"$probe"))$([[ $mock == 1 ]] && echo ": the mock GPU, times and GB/s mean nothing")"
 printf '%-17s %-5s %6s  %s\n' step result time figures
 for r in "${rows[@]}"; do
     IFS='|' read -r n res t fig <<<"$r"

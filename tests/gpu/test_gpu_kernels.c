@@ -197,6 +197,9 @@ static void test_hold(cudaStream_t s)
     GPU_CCL_OK(dev_host_alloc((void **)&flag, sizeof *flag));
     *flag = 0;
     for (int use_kernel = 0; use_kernel < 2; use_kernel++) {
+        /* From 0 for each way: the last one left the flag at 3, which
+         * would release the next holds at once. */
+        *flag = 0;
         for (uint32_t target = 1; target <= 3; target++) {
             GPU_CCL_OK(dev_stream_hold(flag, target, s, use_kernel));
             sleep_ms(20);

@@ -266,9 +266,40 @@ static int init_all_body(tst_ctx_t *ctx, void *arg)
         if (bad)
             tst_fail(ctx, "init_all: rank %d: %zu wrong elements", r, bad);
     }
+    /* Rank 0 queues a small and then a large call before rank 1 queues
+     * its own; the large one finds a free staging area that is too small.
+     * Replacing it must not wait for the device (cudaFreeHost does): rank
+     * 0's stream is held for a call that needs rank 1's, not queued yet.
+     * Round 0 gives each stream two areas, round 1 is the case. */
+    enum { BIG = (3 << 20) / (int)sizeof(float) }; /* past the 2 MiB an area starts with */
+    float *big[N];
+    for (int r = 0; r < N; r++)
+        big[r] = device_floats(ctx, BIG, (float)r, s[r]);
+    for (int round = 0; round < 2; round++) {
+        for (int r = 0; r < N; r++) {
+            TST_CCL(ctx, comms[r], ccl_allreduce(buf[r], buf[r], COUNT, CCL_FLOAT32, CCL_SUM, comms[r],
+                                                 (ccl_stream_t)s[r]));
+            if (round == 0)
+                TST_CCL(ctx, comms[r], ccl_allreduce(buf[r], buf[r], COUNT, CCL_FLOAT32, CCL_SUM, comms[r],
+                                                     (ccl_stream_t)s[r]));
+            else
+                TST_CCL(ctx, comms[r], ccl_allreduce(big[r], big[r], BIG, CCL_FLOAT32, CCL_SUM, comms[r],
+                                                     (ccl_stream_t)s[r]));
+        }
+        for (int r = 0; r < N; r++)
+            GPU_RANK_OK(ctx, cudaStreamSynchronize(s[r]));
+    }
+    for (int r = 0; r < N; r++) {
+        /* buf: three more sums of two equal buffers; big: one sum. */
+        size_t bad = count_wrong(ctx, buf[r], COUNT, 16.0f, 8.0f * rank_sum(N)) +
+                     count_wrong(ctx, big[r], BIG, (float)N, rank_sum(N));
+        if (bad)
+            tst_fail(ctx, "init_all: rank %d: %zu wrong elements after a small and a large call queued", r, bad);
+    }
     for (int r = 0; r < N; r++) {
         TST_CCL(ctx, comms[r], ccl_comm_destroy(comms[r]));
         cudaFree(buf[r]);
+        cudaFree(big[r]);
         cudaStreamDestroy(s[r]);
     }
     return 0;

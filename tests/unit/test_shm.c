@@ -759,6 +759,16 @@ static void test_data_before_poison_wins(void **state)
     shm_conn_close(&rcv);
 }
 
+/* A two-rank board, both ends in this process; the name is gone again. */
+static void open_board_pair(shm_board_t *b0, shm_board_t *b1, size_t slot_bytes)
+{
+    char name[SHM_NAME_MAX];
+    assert_int_equal(shm_name_new(name, "/ccl-b"), CCL_SUCCESS);
+    assert_int_equal(shm_board_create(b0, 2, slot_bytes, name), CCL_SUCCESS);
+    assert_int_equal(shm_board_open(b1, name, 2, 1), CCL_SUCCESS);
+    shm_name_unlink(name);
+}
+
 /* The one-shot board: a root posts its broadcast and leaves, then another
  * rank fails and poisons the board; a rank that comes late to the same
  * broadcast still finds the root's data there and completes. Its next
@@ -766,29 +776,91 @@ static void test_data_before_poison_wins(void **state)
 static void test_board_data_before_poison_wins(void **state)
 {
     (void)state;
-    char name[SHM_NAME_MAX];
     shm_board_t b0, b1;
-    assert_int_equal(shm_name_new(name, "/ccl-b"), CCL_SUCCESS);
-    assert_int_equal(shm_board_create(&b0, 2, 64, name), CCL_SUCCESS);
-    assert_int_equal(shm_board_open(&b1, name, 2, 1), CCL_SUCCESS);
-    shm_name_unlink(name);
+    open_board_pair(&b0, &b1, 64);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
-    const char *bank = NULL;
-    assert_int_equal(shm_board_exchange(&b1, "root", 5, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_SUCCESS);
+    board_bank_t bank;
+    assert_int_equal(shm_board_exchange(&b1, "root", 5, 64, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_SUCCESS);
     shm_board_release(&b1);
     shm_board_poison(&b1);
     err_clear();
-    assert_int_equal(shm_board_exchange(&b0, "", 1, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
-    assert_string_equal(bank + b0.slot_bytes, "root");
+    assert_int_equal(shm_board_exchange(&b0, "", 1, 64, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
+    assert_string_equal(shm_board_slot(&bank, 1), "root");
     shm_board_release(&b0);
     uint64_t t0 = wait_now_ns();
-    assert_int_equal(shm_board_exchange(&b0, "", 1, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_ERR_REMOTE);
+    assert_int_equal(shm_board_exchange(&b0, "", 1, 64, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_ERR_REMOTE);
     assert_true(ms_since(t0) < 1000.0);
     /* A root that would post into the poisoned board is told at once. */
-    assert_int_equal(shm_board_exchange(&b1, "root", 5, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_ERR_REMOTE);
+    assert_int_equal(shm_board_exchange(&b1, "root", 5, 64, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_ERR_REMOTE);
     shm_board_close(&b1);
     shm_board_close(&b0);
+}
+
+/* A broadcast's root posts and leaves, so it runs ahead of a reader that
+ * is not there yet: through every announcement line (small inputs) or
+ * slot area (large ones), and no further until the reader releases the
+ * call that used the line or area last. The reader then finds every call's
+ * data intact, in order. */
+typedef struct {
+    shm_board_t *b;
+    size_t bytes, max_bytes;
+    int calls;
+    _Atomic int posted;
+} runahead_t;
+
+static void *runahead_root(void *arg)
+{
+    runahead_t *r = arg;
+    check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    char data[256];
+    for (int c = 0; c < r->calls; c++) {
+        board_bank_t bank;
+        memset(data, c + 1, sizeof data);
+        if (shm_board_exchange(r->b, data, r->bytes, r->max_bytes, BOARD_WAIT_NONE, 1, &pol, &bank) != CCL_SUCCESS)
+            break;
+        shm_board_release(r->b);
+        atomic_store(&r->posted, c + 1);
+    }
+    return NULL;
+}
+
+static void board_runahead(size_t bytes, int ahead)
+{
+    shm_board_t b0, b1;
+    open_board_pair(&b0, &b1, 256);
+    runahead_t r = {&b1, bytes, bytes, ahead + 40, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, runahead_root, &r), 0);
+    usleep(200 * 1000);
+    assert_int_equal(atomic_load(&r.posted), ahead);
+    check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    for (int c = 0; c < r.calls; c++) {
+        board_bank_t bank;
+        char want[256];
+        memset(want, c + 1, sizeof want);
+        assert_int_equal(shm_board_exchange(&b0, NULL, 0, bytes, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
+        assert_memory_equal(shm_board_slot(&bank, 1), want, bytes);
+        shm_board_release(&b0);
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(atomic_load(&r.posted), r.calls);
+    shm_board_close(&b1);
+    shm_board_close(&b0);
+}
+
+static void test_board_runahead_inline(void **state)
+{
+    (void)state;
+    board_runahead(BOARD_INLINE_BYTES, BOARD_POSTS);
+}
+
+static void test_board_runahead_areas(void **state)
+{
+    (void)state;
+    board_runahead(200, BOARD_AREAS);
 }
 
 int main(void)
@@ -813,6 +885,8 @@ int main(void)
         cmocka_unit_test(test_check_callback_ends_wait),
         cmocka_unit_test(test_data_before_poison_wins),
         cmocka_unit_test(test_board_data_before_poison_wins),
+        cmocka_unit_test(test_board_runahead_inline),
+        cmocka_unit_test(test_board_runahead_areas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
