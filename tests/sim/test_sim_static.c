@@ -27,8 +27,7 @@
 #include <string.h>
 
 typedef struct {
-    size_t *len;       /* [cap] sizes of posted slices, by sequence number */
-    size_t cap;
+    size_t *len;       /* [nslots] sizes of the slices in flight, by sequence number mod nslots */
     size_t posted, consumed;
 } st_fifo_t;
 
@@ -59,6 +58,7 @@ static int st_run(sched_coll_t coll, size_t count, int n, int root, int nslots, 
     const size_t esz = 4;
     st_rank_t *ranks = calloc((size_t)n, sizeof *ranks);
     st_fifo_t *fifos = calloc((size_t)n * (size_t)n, sizeof *fifos); /* [from * n + to] */
+    size_t *lens = NULL;
     if (!ranks || !fifos) {
         snprintf(err, errlen, "out of memory");
         goto out;
@@ -73,13 +73,12 @@ static int st_run(sched_coll_t coll, size_t count, int n, int root, int nslots, 
         if (k > rounds)
             rounds = k;
     }
-    for (int i = 0; i < n * n; i++) {
-        fifos[i].cap = rounds * 4 * (size_t)n + 4;
-        if (!(fifos[i].len = calloc(fifos[i].cap, sizeof(size_t)))) {
-            snprintf(err, errlen, "out of memory");
-            goto out;
-        }
+    if (!(lens = calloc((size_t)n * (size_t)n * (size_t)nslots, sizeof *lens))) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
     }
+    for (int i = 0; i < n * n; i++)
+        fifos[i].len = lens + (size_t)i * (size_t)nslots;
     for (int r = 0; r < n; r++) {
         ranks[r].step = -1;
         ranks[r].has_next = eng_static_next(&ranks[r].sched, esz, slot, rounds, &ranks[r].round, &ranks[r].step);
@@ -101,20 +100,16 @@ static int st_run(sched_coll_t coll, size_t count, int n, int root, int nslots, 
                 if ((in && in->posted == in->consumed) || (out && out->posted - out->consumed >= (size_t)nslots))
                     break; /* the stream waits here */
                 if (in) {
-                    if (in->len[in->consumed] != bytes) {
+                    size_t got = in->len[in->consumed % (size_t)nslots];
+                    if (got != bytes) {
                         snprintf(err, errlen, "rank %d expected %zu bytes from rank %d, got %zu", r, bytes,
-                                 st->recv_peer, in->len[in->consumed]);
+                                 st->recv_peer, got);
                         goto out;
                     }
                     in->consumed++;
                 }
-                if (out) {
-                    if (out->posted >= out->cap) {
-                        snprintf(err, errlen, "rank %d: too many slices to rank %d", r, st->send_peer);
-                        goto out;
-                    }
-                    out->len[out->posted++] = bytes;
-                }
+                if (out)
+                    out->len[out->posted++ % (size_t)nslots] = bytes;
                 progress = 1;
                 R->has_next = eng_static_next(&R->sched, esz, slot, rounds, &R->round, &R->step);
                 if (!R->has_next) {
@@ -142,8 +137,7 @@ static int st_run(sched_coll_t coll, size_t count, int n, int root, int nslots, 
 out:
     for (int r = 0; ranks && r < n; r++)
         sched_free(&ranks[r].sched);
-    for (int i = 0; fifos && i < n * n; i++)
-        free(fifos[i].len);
+    free(lens);
     free(ranks);
     free(fifos);
     return rc;
