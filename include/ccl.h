@@ -14,9 +14,9 @@
  *     included: their copies are done too).
  *   - a host stream from ccl_stream_create(): the call is queued and returns
  *     at once (unless the stream already holds CCL_STREAM_DEPTH calls, 1024
- *     by default: then it first waits until half of them ran, as a full
- *     CUDA launch queue blocks the host); the stream's worker thread runs
- *     queued operations in order.
+ *     by default, that its worker has not started on: then it first waits
+ *     for the worker, as a full CUDA launch queue blocks the host); the
+ *     stream's worker thread runs queued operations in order.
  *     ccl_stream_synchronize() waits for all of them and returns the first
  *     error; ccl_stream_query() polls. Buffers must stay valid and unmodified
  *     until the stream is synchronized (as with a CUDA stream). Host

@@ -98,7 +98,8 @@ ccl_result_t argcheck_coll(const coll_args_t *a, const char *name)
                        p2p ? "peer" : "root", a->root, comm->nranks - 1);
     size_t esz = dev_dtype_size(a->dtype);
     size_t mult = argcheck_mult(a->coll, comm->nranks);
-    if (a->count > SIZE_MAX / esz / mult || a->count * esz * mult > (size_t)PTRDIFF_MAX)
+    size_t bytes; /* multiplications, not divisions: this runs on every call */
+    if (__builtin_mul_overflow(a->count, esz * mult, &bytes) || bytes > (size_t)PTRDIFF_MAX)
         return err_set(CCL_ERR_COUNT_OVERFLOW, "%s: count %zu of %s overflows the address space", name,
                        a->count, dev_dtype_name(a->dtype));
     if (a->count == 0)

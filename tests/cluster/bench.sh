@@ -20,7 +20,7 @@
 #
 # Environment: ROUNDS (default 3) rounds per section, the variants of a
 # round run one after another; ITERS (default 10) timed calls per size and
-# WARMUP (default 3); FACTOR (default 2) size step of the sweep; RATE
+# WARMUP (default 3), SMALL_ITERS (default 100) in the sweep up to 32 KiB; FACTOR (default 2) size step of the sweep; RATE
 # (default 2gbit) of the tbf section; ALGOS (default "ring tree rd hier")
 # forced in the sweep; BENCH_LOG (default /tmp/ccl-cluster-bench.PID) keeps
 # every raw table. Sizes in the tables are bytes, times microseconds,
@@ -33,6 +33,7 @@ set -uo pipefail
 
 ROUNDS=${ROUNDS:-3}
 ITERS=${ITERS:-10}
+SMALL_ITERS=${SMALL_ITERS:-100}
 WARMUP=${WARMUP:-3}
 FACTOR=${FACTOR:-2}
 RATE=${RATE:-2gbit}
@@ -127,10 +128,22 @@ section_sweep() {
     for a in $ALGOS; do
         tags+=("$a")
     done
+    # Sizes up to 32 KiB take ~2-7 ms a call here, so ITERS calls would be
+    # a few scheduler slices: they get SMALL_ITERS. Each round starts the
+    # variants at a different one, so none always runs first.
+    local small=(-n "$SMALL_ITERS" -w "$((SMALL_ITERS / 10 + 1))" -c 1) i k
     for ((r = 1; r <= ROUNDS; r++)); do
-        run_variant tuner 2,2,2,2 -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e 64M -f "$FACTOR" "${perf_args[@]}"
-        for a in $ALGOS; do
-            run_variant "$a" 2,2,2,2 CCL_ALGO="$a" -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e 64M -f "$FACTOR" "${perf_args[@]}"
+        for ((i = 0; i < ${#tags[@]}; i++)); do
+            a=${tags[$(((i + r - 1) % ${#tags[@]}))]}
+            local envs=()
+            [[ $a == tuner ]] || envs=(CCL_ALGO="$a")
+            for k in small large; do
+                if [[ $k == small ]]; then
+                    run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e 32K -f "$FACTOR" "${small[@]}"
+                else
+                    run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b "$((32768 * FACTOR))" -e 64M -f "$FACTOR" "${perf_args[@]}"
+                fi
+            done
         done
     done
     medians >"$LOG/sweep.medians"
