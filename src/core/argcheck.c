@@ -80,7 +80,7 @@ static ccl_result_t argcheck_layout(const coll_args_t *a, size_t sbytes, size_t 
     }
 }
 
-ccl_result_t argcheck_coll(const coll_args_t *a, const char *name)
+ccl_result_t argcheck_coll(coll_args_t *a, const char *name)
 {
     struct ccl_comm *comm = a->comm;
     int p2p = a->coll == SCHED_P2P_SEND || a->coll == SCHED_P2P_RECV;
@@ -102,10 +102,10 @@ ccl_result_t argcheck_coll(const coll_args_t *a, const char *name)
     if (__builtin_mul_overflow(a->count, esz * mult, &bytes) || bytes > (size_t)PTRDIFF_MAX)
         return err_set(CCL_ERR_COUNT_OVERFLOW, "%s: count %zu of %s overflows the address space", name,
                        a->count, dev_dtype_name(a->dtype));
+    coll_args_size(a);
     if (a->count == 0)
         return CCL_SUCCESS;
-    size_t sbytes, rbytes;
-    coll_extent(a, &sbytes, &rbytes);
+    size_t sbytes = a->send_bytes, rbytes = a->recv_bytes;
     if (sbytes && !a->sendbuf)
         return err_set(CCL_ERR_NULL_BUFFER, "%s: sendbuf is NULL with count %zu", name, a->count);
     if (rbytes && !a->recvbuf)

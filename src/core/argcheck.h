@@ -6,7 +6,8 @@
 
 #include "core/comm.h"
 
-/* CCL_SUCCESS or the specific error (message set). `name` is the API name. */
-ccl_result_t argcheck_coll(const coll_args_t *args, const char *name);
+/* CCL_SUCCESS or the specific error (message set). `name` is the API name.
+ * Also fills args->send_bytes and recv_bytes (coll_args_size). */
+ccl_result_t argcheck_coll(coll_args_t *args, const char *name);
 
 #endif

@@ -141,6 +141,7 @@ ccl_result_t check_args_run(exec_job_t *jobs, int njobs, int *failed)
         xcalls[nx] = (coll_args_t){.coll = SCHED_ALLGATHER, .sendbuf = mine, .recvbuf = bufs[nx],
                                    .count = sizeof(check_desc_t), .dtype = CCL_UINT8, .op = CCL_SUM,
                                    .kop = CCL_SUM, .comm = comm};
+        coll_args_size(&xcalls[nx]);
         sched_op_t op = {SCHED_ALLGATHER, sizeof(check_desc_t), 1, n, comm->rank, 0, NULL};
         CCL_TRY(ring_schedule(&op, &xscheds[nx]));
         xjobs[nx] = (exec_job_t){comm, &xcalls[nx], &xscheds[nx], 1};

@@ -20,13 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void coll_extent(const coll_args_t *a, size_t *send_bytes, size_t *recv_bytes)
+void coll_args_size(coll_args_t *a)
 {
     size_t esz = dev_dtype_size(a->dtype), s, r;
     sched_op_t op = {a->coll, a->count, esz, a->comm->nranks, a->comm->rank, a->root, NULL};
     sched_op_extent(&op, &s, &r);
-    *send_bytes = s * esz;
-    *recv_bytes = r * esz;
+    a->send_bytes = s * esz;
+    a->recv_bytes = r * esz;
 }
 
 static ccl_result_t coll_schedule(struct ccl_comm *comm, const coll_args_t *a, algo_t algo, sched_t *out)
@@ -116,9 +116,7 @@ static ccl_result_t coll_run_one(coll_args_t *a)
         res = exec_host_run(&job, 1, &failed);
     }
     if (res == CCL_SUCCESS && !a->internal && (fault_armed || comm->verify_every)) {
-        size_t send_bytes, recv_bytes;
-        coll_extent(a, &send_bytes, &recv_bytes);
-        fault_after_call(comm, seq, a->recvbuf, recv_bytes);
+        fault_after_call(comm, seq, a->recvbuf, a->recv_bytes);
         verify = verify_due(comm, a);
     }
 broken:

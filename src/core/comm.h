@@ -131,6 +131,10 @@ typedef struct {
     /* Filled by dstream_classify: which of the call's buffers (and the
      * premulsum scalar) are device memory, so go through staging. */
     unsigned char dev_send, dev_recv, dev_premul;
+    /* Bytes this rank reads from sendbuf and writes to recvbuf: filled once
+     * by coll_args_size (argcheck_coll does it for user calls; ccl's own
+     * calls call it), read by everything after. */
+    size_t send_bytes, recv_bytes;
 } coll_args_t;
 
 /* comm.c */
@@ -195,8 +199,9 @@ size_t exec_board_bytes(const coll_args_t *args, int nranks);
 /* coll.c: runs calls now, on the calling thread (one call, or a group's
  * calls; several comms allowed). Takes every comm's exec_lock. */
 ccl_result_t coll_run(const coll_args_t *calls, int ncalls);
-/* Bytes of the user's buffers one call reads and writes on this rank. */
-void coll_extent(const coll_args_t *a, size_t *send_bytes, size_t *recv_bytes);
+/* Fills a->send_bytes and a->recv_bytes: what the call reads and writes
+ * of the user's buffers on this rank (a->comm must be live). */
+void coll_args_size(coll_args_t *a);
 
 /* exec_host.c: whether a process of this host has exited (a zombie counts). */
 int exec_pid_dead(pid_t pid);

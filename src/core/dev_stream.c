@@ -139,10 +139,8 @@ ccl_result_t dstream_classify(coll_args_t *a, ccl_stream_t stream, const char *n
                        "is not a ccl host stream, so it was taken for a cudaStream_t)", name, why, stream);
     if (!dev_cuda_loaded())
         return CCL_SUCCESS; /* no driver, no device memory: the host path, untouched */
-    size_t send_bytes, recv_bytes;
-    coll_extent(a, &send_bytes, &recv_bytes);
-    a->dev_send = (unsigned char)dstream_is_device(a->sendbuf, send_bytes);
-    a->dev_recv = (unsigned char)dstream_is_device(a->recvbuf, recv_bytes);
+    a->dev_send = (unsigned char)dstream_is_device(a->sendbuf, a->send_bytes);
+    a->dev_recv = (unsigned char)dstream_is_device(a->recvbuf, a->recv_bytes);
     a->dev_premul = (unsigned char)(a->premul_ptr && dstream_is_device(a->premul_ptr, 1));
     if ((a->dev_send || a->dev_recv || a->dev_premul) && stream && !cuda)
         return err_set(CCL_ERR_INVALID_USAGE, "%s: device buffers on a ccl host stream: pass a cudaStream_t "
@@ -165,7 +163,8 @@ static size_t dstream_round(size_t n) { return (n + DSTREAM_ALIGN - 1) / DSTREAM
 /* Places one call's staged buffers from offset `at`; returns the end. */
 static size_t dstream_place(const coll_args_t *a, size_t at, dstream_place_t *p)
 {
-    coll_extent(a, &p->send_bytes, &p->recv_bytes);
+    p->send_bytes = a->send_bytes;
+    p->recv_bytes = a->recv_bytes;
     const char *s = a->sendbuf, *r = a->recvbuf;
     p->send_at = p->recv_at = p->premul_at = 0;
     if (a->dev_send && a->dev_recv && s < r + p->recv_bytes && r < s + p->send_bytes) {

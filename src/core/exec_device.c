@@ -56,8 +56,7 @@ int exec_device_candidate(const coll_args_t *a, ccl_stream_t stream)
         return 0;
     if (stream && !dstream_is_cuda(stream))
         return 0;
-    size_t send_bytes, recv_bytes;
-    coll_extent(a, &send_bytes, &recv_bytes);
+    size_t send_bytes = a->send_bytes, recv_bytes = a->recv_bytes;
     /* Every buffer the call touches is device memory (a broadcast's
      * non-root touches no send buffer, a reduce's non-root no receive
      * buffer). */

@@ -353,8 +353,7 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
 {
     *x = (exec_ctx_t){.comm = comm, .args = a, .esz = dev_dtype_size(a->dtype), .scratch = comm->scratch,
                       .premul_buf = (char *)comm->scratch + comm->slot_size};
-    size_t send_bytes, recv_bytes;
-    coll_extent(a, &send_bytes, &recv_bytes);
+    size_t send_bytes = a->send_bytes, recv_bytes = a->recv_bytes;
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
     if (sched->no_refs)
         return;
@@ -590,14 +589,13 @@ static void exec_board_reduce(struct ccl_comm *comm, const coll_args_t *a, const
 ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
 {
     size_t esz = dev_dtype_size(a->dtype), bytes = a->count * esz;
-    size_t send_bytes, recv_bytes;
+    size_t send_bytes = a->send_bytes;
     int n = comm->nranks, r = comm->rank, root = a->root;
     board_bank_t view;
     exec_wait_ctx_t ctx = {comm, -1, "exchange with", 0, 0};
     wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
     if (bytes == 0)
         return CCL_SUCCESS;
-    coll_extent(a, &send_bytes, &recv_bytes);
     const void *post = a->sendbuf;
     if (a->premul && send_bytes) {
         dev_premul(a->dtype, comm->scratch, a->sendbuf, send_bytes / esz, a->premul_scalar);

@@ -23,6 +23,7 @@ static unsigned log_mask = SUB_ALL;
 static int log_fd = 2;
 static char log_host[64];
 static __thread int log_rank = -1;
+unsigned log_filter; /* log.h; set at the end of log_init */
 
 static const struct { const char *name; unsigned bit; } log_subsys_names[] = {
     {"INIT", SUB_INIT}, {"BOOTSTRAP", SUB_BOOTSTRAP}, {"SHM", SUB_SHM},
@@ -78,9 +79,12 @@ static void log_init(void)
     const char *file = param_str(PARAM_DEBUG_FILE);
     if (file[0])
         log_open_file(file);
+    /* Last: a thread that sees the filter sees everything above. */
+    __atomic_store_n(&log_filter, LOG_FILTER_READY | (unsigned)log_level << 16 | (log_mask & 0xffff),
+                     __ATOMIC_RELEASE);
 }
 
-int log_enabled(log_level_t level, log_subsys_t sub)
+int log_enabled_first(log_level_t level, log_subsys_t sub)
 {
     pthread_once(&log_once, log_init);
     return level <= log_level && (log_mask & (unsigned)sub);

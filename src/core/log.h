@@ -20,9 +20,22 @@ typedef enum {
     SUB_ALL = 0xffff
 } log_subsys_t;
 
+/* The filter once CCL_DEBUG* are parsed: LOG_FILTER_READY | level << 16 |
+ * subsystem mask; 0 before. Read on every call's trace points, so the
+ * check after the first is two loads and a compare, not pthread_once. */
+#define LOG_FILTER_READY (1u << 31)
+extern unsigned log_filter;
+int log_enabled_first(log_level_t level, log_subsys_t sub);
+
 /* True when a message of this level and subsystem would be written; lets
  * callers skip building expensive messages. */
-int log_enabled(log_level_t level, log_subsys_t sub);
+static inline int log_enabled(log_level_t level, log_subsys_t sub)
+{
+    unsigned f = __atomic_load_n(&log_filter, __ATOMIC_ACQUIRE);
+    if (!f)
+        return log_enabled_first(level, sub);
+    return (unsigned)level <= ((f >> 16) & 0xff) && (f & (unsigned)sub & 0xffff);
+}
 void log_write(log_level_t level, log_subsys_t sub, const char *file, int line,
                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* For param.c, which runs before the log configuration exists. */

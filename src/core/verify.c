@@ -54,14 +54,13 @@ ccl_result_t verify_result(struct ccl_comm *comm, const coll_args_t *a, uint64_t
 {
     ccl_result_t res = CCL_SUCCESS;
     int n = comm->nranks;
-    size_t send_bytes, recv_bytes;
-    coll_extent(a, &send_bytes, &recv_bytes);
     uint64_t *all = calloc((size_t)n, sizeof *all);
     if (!all)
         return err_set(CCL_ERR_SYSTEM, "out of memory for CCL_VERIFY's %d hashes", n);
-    all[comm->rank] = verify_hash(a->recvbuf, recv_bytes);
+    all[comm->rank] = verify_hash(a->recvbuf, a->recv_bytes);
     coll_args_t g = {.coll = SCHED_ALLGATHER, .sendbuf = &all[comm->rank], .recvbuf = all, .count = 1,
                      .dtype = CCL_UINT64, .op = CCL_SUM, .kop = CCL_SUM, .comm = comm, .internal = 1};
+    coll_args_size(&g);
     CCL_TRY(coll_run(&g, 1));
     /* The majority's hash is the right one; a tie goes to the lowest rank's. */
     int best = 0, best_votes = 0;
@@ -91,7 +90,7 @@ ccl_result_t verify_result(struct ccl_comm *comm, const coll_args_t *a, uint64_t
     CCL_FAIL(CCL_ERR_CORRUPT, "CCL_VERIFY: %s #%llu: the result on rank%s %s differs from the one %d of %d ranks "
              "hold (%zu bytes, hash %016llx on rank %d, %016llx here)",
              sched_coll_name(a->coll), (unsigned long long)seq, bad > 1 ? "s" : "", list, best_votes, n,
-             recv_bytes, (unsigned long long)all[best], best, (unsigned long long)all[comm->rank]);
+             a->recv_bytes, (unsigned long long)all[best], best, (unsigned long long)all[comm->rank]);
 out:
     free(all);
     return res;

@@ -5,10 +5,10 @@
  * The runtime is linked statically (libcudart_static, as NCCL does), so
  * libccl needs no CUDA install, only the driver, and only once device
  * buffers are used. Nothing here initialises CUDA for a host-only user:
- * dev_cuda_loaded() asks the dynamic loader whether libcuda is mapped
- * (one dl_iterate_phdr step, ~15 ns, when no library was loaded since the
- * last look); without the driver no pointer can be device memory, so host
- * collectives never reach cudaGetDeviceCount or cudaPointerGetAttributes.
+ * dev_cuda_loaded() asks the dynamic loader whether libcuda is mapped,
+ * at most once per tick of the coarse monotonic clock (see there); without
+ * the driver no pointer can be device memory, so host collectives never
+ * reach cudaGetDeviceCount or cudaPointerGetAttributes.
  *
  * A build without CUDA compiles the second half of this file instead:
  * the same functions, answering "no CUDA" and refusing the rest.
@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- is the driver loaded? (both builds) ------------------------------------- */
 
@@ -48,23 +49,41 @@ static int dev_scan_libcuda(struct dl_phdr_info *info, size_t size, void *arg)
 
 int dev_cuda_loaded(void)
 {
-    /* Once loaded, the driver stays (it is never unloaded in practice);
-     * while absent, the whole list is scanned again only when the loader
-     * has loaded something since the last scan. */
+    /* Once loaded, the driver stays (it is never unloaded in practice).
+     * While it is absent, even the loader's counter costs a lock and a walk
+     * of the loaded objects (~170 instructions, an eighth of a small
+     * host collective), so it is read at most once per tick of the coarse
+     * clock (1-4 ms). That cannot miss a device pointer: if a look in this
+     * tick found no driver, a pointer held now would have to come from a
+     * driver loaded, initialised and asked for memory within one tick,
+     * and that takes tens of milliseconds or more. (The mock driver of
+     * tests/mock_cuda waits out two ticks in its initialisation to keep
+     * that true.) The whole list is scanned again only when the loader has
+     * loaded something since the last scan. */
     static int loaded;
     static unsigned long long seen_adds = ~0ull;
+    static long long seen_tick = -1;
     if (__atomic_load_n(&loaded, __ATOMIC_RELAXED))
         return 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    long long tick = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    if (tick == __atomic_load_n(&seen_tick, __ATOMIC_RELAXED))
+        return 0;
     dev_scan_t scan = {0, 0};
     dl_iterate_phdr(dev_scan_first, &scan);
-    if (scan.adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED))
+    if (scan.adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED)) {
+        __atomic_store_n(&seen_tick, tick, __ATOMIC_RELAXED);
         return 0;
+    }
     unsigned long long adds = scan.adds;
     dl_iterate_phdr(dev_scan_libcuda, &scan);
     if (scan.found)
         __atomic_store_n(&loaded, 1, __ATOMIC_RELAXED);
-    else
+    else {
         __atomic_store_n(&seen_adds, adds, __ATOMIC_RELAXED);
+        __atomic_store_n(&seen_tick, tick, __ATOMIC_RELAXED);
+    }
     return scan.found;
 }
 

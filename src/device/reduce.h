@@ -10,8 +10,15 @@
 #include "ccl.h"
 #include <stddef.h>
 
+/* Element sizes by dtype; dev_dtype_size is inline because every call
+ * asks it several times (argument checks, extents, the board). */
+extern const unsigned char dev_dtype_sizes[CCL_NUM_DTYPES];
+
 /* 0 for a dtype value outside the enum. */
-size_t dev_dtype_size(ccl_datatype_t dtype);
+static inline size_t dev_dtype_size(ccl_datatype_t dtype)
+{
+    return (unsigned)dtype < CCL_NUM_DTYPES ? dev_dtype_sizes[dtype] : 0;
+}
 const char *dev_dtype_name(ccl_datatype_t dtype);
 const char *dev_op_name(ccl_redop_t op);
 /* Whether the host path implements this dtype: every ccl_datatype_t value

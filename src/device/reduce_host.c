@@ -226,26 +226,22 @@ const char *dev_simd_name(dev_simd_t level)
 
 /* ---- metadata and entry points ------------------------------------------- */
 
-static const struct {
-    const char *name;
-    size_t size;
-} dev_types[CCL_NUM_DTYPES] = {
-    [CCL_INT8] = {"int8", 1},         [CCL_UINT8] = {"uint8", 1},
-    [CCL_INT32] = {"int32", 4},       [CCL_UINT32] = {"uint32", 4},
-    [CCL_INT64] = {"int64", 8},       [CCL_UINT64] = {"uint64", 8},
-    [CCL_FLOAT16] = {"float16", 2},   [CCL_FLOAT32] = {"float32", 4},
-    [CCL_FLOAT64] = {"float64", 8},   [CCL_BFLOAT16] = {"bfloat16", 2},
-    [CCL_FLOAT8_E4M3] = {"float8_e4m3", 1}, [CCL_FLOAT8_E5M2] = {"float8_e5m2", 1},
+const unsigned char dev_dtype_sizes[CCL_NUM_DTYPES] = {
+    [CCL_INT8] = 1,    [CCL_UINT8] = 1,   [CCL_INT32] = 4,    [CCL_UINT32] = 4,
+    [CCL_INT64] = 8,   [CCL_UINT64] = 8,  [CCL_FLOAT16] = 2,  [CCL_FLOAT32] = 4,
+    [CCL_FLOAT64] = 8, [CCL_BFLOAT16] = 2, [CCL_FLOAT8_E4M3] = 1, [CCL_FLOAT8_E5M2] = 1,
 };
 
-size_t dev_dtype_size(ccl_datatype_t dtype)
-{
-    return ((unsigned)dtype < CCL_NUM_DTYPES) ? dev_types[dtype].size : 0;
-}
+static const char *const dev_type_names[CCL_NUM_DTYPES] = {
+    [CCL_INT8] = "int8",       [CCL_UINT8] = "uint8",       [CCL_INT32] = "int32",
+    [CCL_UINT32] = "uint32",   [CCL_INT64] = "int64",       [CCL_UINT64] = "uint64",
+    [CCL_FLOAT16] = "float16", [CCL_FLOAT32] = "float32",   [CCL_FLOAT64] = "float64",
+    [CCL_BFLOAT16] = "bfloat16", [CCL_FLOAT8_E4M3] = "float8_e4m3", [CCL_FLOAT8_E5M2] = "float8_e5m2",
+};
 
 const char *dev_dtype_name(ccl_datatype_t dtype)
 {
-    return ((unsigned)dtype < CCL_NUM_DTYPES) ? dev_types[dtype].name : "invalid";
+    return ((unsigned)dtype < CCL_NUM_DTYPES) ? dev_type_names[dtype] : "invalid";
 }
 
 const char *dev_op_name(ccl_redop_t op)

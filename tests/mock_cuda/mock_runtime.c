@@ -20,10 +20,12 @@
 #include "mock_cuda.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MOCKCUDA_DRIVER_PATH
@@ -65,7 +67,23 @@ static void mock_init_once(void)
     if (!path || !*path)
         path = MOCKCUDA_DRIVER_PATH;
     /* Kept loaded for the life of the process, as the real driver is. */
-    if (!dlopen(path, RTLD_NOW | RTLD_LOCAL))
+    void *driver = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* A real driver takes tens of milliseconds or more to initialise, and
+     * ccl relies on it: it looks for the driver at most once per tick of
+     * the coarse clock (dev_cuda_loaded). Two ticks here keep the mock as
+     * slow as that, however fast a test asks for memory next. */
+    struct timespec tick;
+    if (driver && clock_getres(CLOCK_MONOTONIC_COARSE, &tick) == 0) {
+        tick.tv_sec *= 2;
+        tick.tv_nsec *= 2;
+        if (tick.tv_nsec >= 1000000000L) {
+            tick.tv_sec += 1;
+            tick.tv_nsec -= 1000000000L;
+        }
+        while (nanosleep(&tick, &tick) != 0 && errno == EINTR)
+            ;
+    }
+    if (!driver)
         mock_init_result = cudaErrorInsufficientDriver;
     else if (mock_devices == 0)
         mock_init_result = cudaErrorNoDevice;

@@ -74,6 +74,7 @@ static void test_host_pointer_cost(void **state)
 
     coll_args_t a = {.coll = SCHED_ALLREDUCE, .sendbuf = send, .recvbuf = recv, .count = 64,
                      .dtype = CCL_FLOAT32, .op = CCL_SUM, .kop = CCL_SUM, .comm = comm};
+    coll_args_size(&a);
     t0 = now_ns();
     for (int i = 0; i < CALLS; i++)
         assert_int_equal(dstream_classify(&a, NULL, "test"), CCL_SUCCESS);
