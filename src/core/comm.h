@@ -52,6 +52,9 @@ typedef struct {
     p2p_conn_t recv, send;  /* from rank-1, to rank+1 (none with one rank) */
     int use_kernel_wait;    /* CCL_CUDA_STREAM_WAIT=kernel */
     void *done;             /* event recorded after each call's work (NULL before the first) */
+    pthread_t watch;        /* watch_p2p.c, while state is UP */
+    int watching;
+    _Atomic int watch_stop;
 } comm_p2p_t;
 
 struct ccl_comm {
@@ -203,8 +206,21 @@ ccl_result_t coll_run(const coll_args_t *calls, int ncalls);
  * of the user's buffers on this rank (a->comm must be live). */
 void coll_args_size(coll_args_t *a);
 
+/* watch_p2p.c: the thread that breaks the comm and lets its streams go
+ * when a peer fails while the GPU has P2P work queued. start: once the
+ * P2P setup has succeeded here; stop (joins; idempotent): before the P2P
+ * connections close. */
+ccl_result_t watch_p2p_start(struct ccl_comm *comm);
+void watch_p2p_stop(struct ccl_comm *comm);
+
 /* exec_host.c: whether a process of this host has exited (a zombie counts). */
 int exec_pid_dead(pid_t pid);
+/* exec_host.c: what ends every wait of this comm, whatever it waits for:
+ * abort, a failed network, a local rank that failed (its reason) or exited
+ * (only ranks first..last are looked at for that, none when last < first;
+ * with closed_ok, not a rank that closed the comm in order first). CCL_SUCCESS, or the error
+ * with a message ending "while we waited to <what>". */
+ccl_result_t exec_local_failure(struct ccl_comm *comm, int first, int last, int closed_ok, const char *what);
 /* coll.c: counts a call that is about to run (fault injection, progress
  * beacon); under exec_lock. */
 void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq);

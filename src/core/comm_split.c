@@ -202,17 +202,10 @@ CCL_API ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *asy
         *async_error = (ccl_result_t)atomic_load(&comm->broken_code);
         return CCL_SUCCESS;
     } else {
-        for (int q = 0; q < comm->nranks; q++) {
-            const bs_peer_t *p = &comm->bs.peers[q];
-            /* A rank that destroyed its comm, then exited, left in order:
-             * not an error until a call needs it (that call names it). */
-            if (shm_conn_closed(&comm->recv_conns[q]))
-                continue;
-            if (comm_rank_gone(comm, q)) {
-                e = err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited", q, (int)p->pid, p->hostname);
-                break;
-            }
-        }
+        /* A local rank that failed (its reason) or exited; one that
+         * destroyed its comm, then exited, left in order: not an error
+         * until a call needs it (that call names it). */
+        e = exec_local_failure(comm, 0, comm->nranks - 1, 1, "use the communicator");
     }
     if (e != CCL_SUCCESS)
         comm_record_error(comm);

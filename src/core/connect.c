@@ -170,12 +170,15 @@ void connect_poison(struct ccl_comm *comm, const char *why)
     else
         snprintf(reason, sizeof reason, "rank %d (%s) called ccl_comm_abort", comm->rank, host);
     net_poison(comm->net, reason);
-    connect_p2p_release(comm);
     shm_board_poison(&comm->board);
     for (int i = 0; comm->send_conns && i < comm->nranks; i++) {
         shm_conn_poison(&comm->send_conns[i], reason);
         shm_conn_poison(&comm->recv_conns[i], reason);
     }
+    /* Last: once released, our GPU's queued P2P work moves garbage on to
+     * the peers, whose own calls then finish; the reason must be there
+     * for them to find when they look (exec_device.c, async errors). */
+    connect_p2p_release(comm);
 }
 
 void connect_close(struct ccl_comm *comm)

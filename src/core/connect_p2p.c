@@ -244,11 +244,16 @@ ccl_result_t connect_p2p(struct ccl_comm *comm, int device)
         ack[r].ok = 0;
         snprintf(ack[r].why, sizeof ack[r].why, "opening the FIFO of rank %d: %s", next, err_message());
     }
+    if (who < 0 && ack[r].ok && watch_p2p_start(comm) != CCL_SUCCESS) {
+        ack[r].ok = 0;
+        snprintf(ack[r].why, sizeof ack[r].why, "%s", err_message());
+    }
     if (who < 0) {
         CCL_TRY(bs_allgather(&comm->bs, ack, sizeof *ack));
         who = p2p_first_no(ack, sizeof *ack, offsetof(p2p_ack_t, why), n, &why);
     }
     if (who >= 0) {
+        watch_p2p_stop(comm);
         p2p_conn_close(&p->send);
         p2p_conn_close(&p->recv);
         p2p_off(comm, who, why);
@@ -261,6 +266,7 @@ ccl_result_t connect_p2p(struct ccl_comm *comm, int device)
                  n, nslots, (unsigned long long)slot_size, p->use_kernel_wait ? "kernel" : "stream memory operation");
 out:
     if (res != CCL_SUCCESS) {
+        watch_p2p_stop(comm);
         p2p_conn_close(&p->send);
         p2p_conn_close(&p->recv);
         __atomic_store_n(&p->state, COMM_P2P_OFF, __ATOMIC_RELEASE);
@@ -287,6 +293,7 @@ void connect_p2p_release(struct ccl_comm *comm)
 void connect_p2p_close(struct ccl_comm *comm)
 {
     comm_p2p_t *p = &comm->p2p;
+    watch_p2p_stop(comm); /* its looks use what closes below */
     if (p->done) {
         /* The slots and pages must outlive the GPU's use of them. A stream
          * whose peers will never publish (abort, a failed call, a peer

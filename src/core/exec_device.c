@@ -222,9 +222,21 @@ out:
     }
     pthread_mutex_unlock(&comm->exec_lock);
     /* NULL stream: blocks, after exec_lock (the legacy stream may wait for
-     * staged work whose worker needs it). */
-    if (done)
+     * staged work whose worker needs it). If a peer fails meanwhile, the
+     * watch (watch_p2p.c) breaks the comm and lets the GPU finish: the
+     * call then returns the comm's error, not what the GPU left behind. */
+    if (done) {
         res = dev_event_sync(done);
+        ccl_result_t broken = (ccl_result_t)atomic_load(&comm->broken_code);
+        if (res == CCL_SUCCESS && broken != CCL_SUCCESS)
+            res = err_set(broken, "%s", comm->last_error);
+        /* A peer that failed released its waits, and what its GPU then
+         * sent on may have completed our call with garbage before our
+         * watch looked: its reason is in our connections by then. (Only
+         * reasons: a peer that died without one released nothing.) */
+        else if (res == CCL_SUCCESS)
+            res = exec_local_failure(comm, 0, -1, 1, "finish the call on the GPU");
+    }
     if (res != CCL_SUCCESS) {
         err_prefix("rank %d: %s #%llu (%zu x %s, P2P): ", comm->rank, sched_coll_name(a.coll),
                    (unsigned long long)(seq ? seq : comm->seq + 1), a.count, dev_dtype_name(a.dtype));

@@ -50,8 +50,10 @@ typedef struct {
 
 /* A rank of our host that is gone without having said why (a rank that
  * failed poisons its connections with a reason before it exits): -1 if
- * none. Only ranks first..last are looked at. */
-static int exec_dead_local(struct ccl_comm *comm, int first, int last)
+ * none. Only ranks first..last are looked at; with closed_ok, not those
+ * that closed the comm in order before they went (they finished all they
+ * had queued). */
+static int exec_dead_local(struct ccl_comm *comm, int first, int last, int closed_ok)
 {
     for (int q = first; q <= last; q++) {
         const bs_peer_t *p = &comm->bs.peers[q];
@@ -60,6 +62,8 @@ static int exec_dead_local(struct ccl_comm *comm, int first, int last)
         if (comm->layout.node_of[q] != comm->layout.node_of[comm->rank] || p->pid == (int32_t)getpid())
             continue;
         if (shm_conn_poisoned(&comm->recv_conns[q]) || shm_conn_poisoned(&comm->send_conns[q]))
+            continue;
+        if (closed_ok && (shm_conn_closed(&comm->recv_conns[q]) || shm_conn_closed(&comm->send_conns[q])))
             continue;
         if (exec_pid_dead((pid_t)p->pid))
             return q;
@@ -83,19 +87,14 @@ static const char *exec_local_poison(struct ccl_comm *comm, char *buf, size_t le
     return NULL;
 }
 
-/* Runs while a wait sleeps (every few ms). The deadline counts from the
- * last progress of anything this thread drives, not from this wait. */
-static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
+ccl_result_t exec_local_failure(struct ccl_comm *comm, int first, int last, int closed_ok, const char *what)
 {
-    exec_wait_ctx_t *c = arg;
-    struct ccl_comm *comm = c->comm;
     if (atomic_load(&comm->aborted))
-        return err_set(CCL_ERR_ABORTED, "communicator aborted while waiting to %s %s", c->what,
-                       c->peer >= 0 ? "a peer" : "all ranks");
+        return err_set(CCL_ERR_ABORTED, "communicator aborted while we waited to %s", what);
     if (comm->net && net_failed(comm->net)) {
         /* Often the echo of a local rank's death (remote peers noticed it
          * first and closed their connections): that rank is the cause. */
-        int q = exec_dead_local(comm, 0, comm->nranks - 1);
+        int q = exec_dead_local(comm, 0, comm->nranks - 1, 0);
         if (q >= 0)
             return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited; then the network failed: %s", q,
                            (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, net_error(comm->net));
@@ -104,10 +103,25 @@ static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
     char why[1024];
     if (exec_local_poison(comm, why, sizeof why))
         return err_set(CCL_ERR_REMOTE, "%s", why);
-    int q = exec_dead_local(comm, c->peer >= 0 ? c->peer : 0, c->peer >= 0 ? c->peer : comm->nranks - 1);
+    int q = exec_dead_local(comm, first, last, closed_ok);
     if (q >= 0)
-        return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s it", q,
-                       (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, c->what);
+        return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s", q,
+                       (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, what);
+    return CCL_SUCCESS;
+}
+
+/* Runs while a wait sleeps (every few ms). The deadline counts from the
+ * last progress of anything this thread drives, not from this wait. */
+static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
+{
+    exec_wait_ctx_t *c = arg;
+    struct ccl_comm *comm = c->comm;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", c->what, c->peer >= 0 ? "it" : "all ranks");
+    ccl_result_t res = exec_local_failure(comm, c->peer >= 0 ? c->peer : 0,
+                                          c->peer >= 0 ? c->peer : comm->nranks - 1, 0, what);
+    if (res != CCL_SUCCESS)
+        return res;
     uint64_t idle = c->idle_since ? wait_now_ns() - c->idle_since : waited_ns;
     if (idle > comm->bs.timeout_ns && comm->board.hdr) {
         /* The rank we wait for may itself wait for one that stopped

@@ -30,7 +30,8 @@
 #              each call checked to have run on the device executor
 #   p2p-off    test_gpu_colls --staged: the same with CCL_P2P_DISABLE=1, none may
 #   p2p-life   test_gpu_p2p: call order across streams, destroy with calls
-#              queued, abort letting a waiting stream go, ranks that disagree
+#              queued, abort letting a waiting stream go, ranks that disagree,
+#              a peer dying while the others' streams wait on it
 #   perf       ccl-perf -m device, every collective, dtype and op, 4 ranks, #wrong 0
 #   bench      bench_gpu: reduce f32/bf16 sum of two 1 GiB buffers against
 #              cudaMemcpy D2D and ccl's copy kernel, in the same run
@@ -121,7 +122,8 @@ summary_of() {
     colls | p2p | p2p-off) awk '/cases checked/ { n++; p += $(NF-4) } END { printf "%d rank counts, %d calls over P2P on rank 0", n, p }' "$log" ;;
     perf) awk '/Out of bounds/ { n += $NF == "OK" ? 0 : 1; t++ } END { printf "%d tables, %d with wrong results", t, n }' "$log" ;;
     bench) awk '$1 == "bench" { printf "%s %.0f GB/s  ", $2, $5 }' "$log" ;;
-    p2p-life) awk '/let go/ { t = t " " $(NF-3) } END { printf "abort let a waiting stream go in%s s", t }' "$log" ;;
+    p2p-life) awk '/let go/ { t = t " " $(NF-3) } / reported [0-9.]+ s after/ { for (i = 1; i < NF; i++) if ($i == "reported") d = d " " $(i+1) }
+                  END { printf "abort let a waiting stream go in%s s; a dead peer surfaced in%s s", t, d }' "$log" ;;
     allreduce | allreduce-staged) awk '!/^#/ && NF >= 13 { printf "%s B: busbw %.2f GB/s out of place, %.2f in place", $1, $8, $12 }' "$log" ;;
     nccl) awk '$1 == "bench" { printf "1 rank algbw %.0f GB/s  ", $5 } /4 ranks on one GPU/ { sub(/^# nccl: /, ""); printf "%s", $0 }' "$log" ;;
     *) echo "" ;;

@@ -14,6 +14,11 @@
  *             waits on its peers; ccl_comm_abort lets it go (bounded)
  *   disagree  CCL_P2P_DISABLE=1 on rank 1 only: every rank agrees on off,
  *             the calls stage and are right
+ *   peer_exit the last rank dies (SIGKILL) once P2P is up; the others then
+ *             queue an allreduce on a stream (peer_exit) or make a
+ *             blocking one (peer_exit_blocking): the stream must be let go
+ *             and the error, naming the dead rank, must reach
+ *             ccl_comm_get_async_error or the blocking call, within seconds
  * Every case asserts which path ran with the device executor's counter.
  */
 #include "core/comm.h"
@@ -177,18 +182,26 @@ static int mixed_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
-static int abort_body(tst_ctx_t *ctx, void *arg)
+/* A comm, a stream and a device buffer (input salt), after one checked
+ * allreduce on every rank: P2P is up. Ends with a barrier. */
+static ccl_comm_t p2p_up(tst_ctx_t *ctx, cudaStream_t *s, int32_t **x, int salt, const char *what)
 {
     gpu_rank_device(ctx);
     ccl_comm_t comm = tst_comm_init(ctx);
-    cudaStream_t s;
-    GPU_RANK_OK(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    int32_t *x = device_input(ctx, 3);
-    /* One call everywhere: P2P is up. */
-    TST_CCL(ctx, comm, ccl_allreduce(x, x, COUNT, CCL_INT32, CCL_SUM, comm, (ccl_stream_t)s));
-    GPU_RANK_OK(ctx, cudaStreamSynchronize(s));
-    check_sum(ctx, x, 3, "abort: the first call");
+    GPU_RANK_OK(ctx, cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    *x = device_input(ctx, salt);
+    TST_CCL(ctx, comm, ccl_allreduce(*x, *x, COUNT, CCL_INT32, CCL_SUM, comm, (ccl_stream_t)*s));
+    GPU_RANK_OK(ctx, cudaStreamSynchronize(*s));
+    check_sum(ctx, *x, salt, what);
     tst_barrier(ctx);
+    return comm;
+}
+
+static int abort_body(tst_ctx_t *ctx, void *arg)
+{
+    cudaStream_t s;
+    int32_t *x;
+    ccl_comm_t comm = p2p_up(ctx, &s, &x, 3, "abort: the first call");
     if (ctx->rank == 0) {
         TST_CCL(ctx, comm, ccl_allreduce(x, x, COUNT, CCL_INT32, CCL_SUM, comm, (ccl_stream_t)s));
         usleep(300 * 1000);
@@ -207,6 +220,46 @@ static int abort_body(tst_ctx_t *ctx, void *arg)
     if (ctx->rank != 0)
         TST_CCL(ctx, NULL, ccl_comm_abort(comm));
     expect_p2p(ctx, ctx->rank == 0 ? 2 : 1, "abort");
+    cudaFree(x);
+    cudaStreamDestroy(s);
+    return 0;
+}
+
+static int peer_exit_body(tst_ctx_t *ctx, void *arg)
+{
+    int blocking = arg != NULL;
+    int dead = ctx->nranks - 1;
+    cudaStream_t s;
+    int32_t *x;
+    ccl_comm_t comm = p2p_up(ctx, &s, &x, 5, "peer_exit: the first call");
+    if (ctx->rank == dead)
+        tst_sigkill_self(ctx);
+    double t0 = tst_now();
+    ccl_result_t res, async = CCL_SUCCESS;
+    if (blocking) {
+        res = ccl_allreduce(x, x, COUNT, CCL_INT32, CCL_SUM, comm, NULL);
+    } else {
+        res = ccl_allreduce(x, x, COUNT, CCL_INT32, CCL_SUM, comm, (ccl_stream_t)s);
+        GPU_RANK_OK(ctx, cudaStreamSynchronize(s));
+        TST_CCL(ctx, NULL, ccl_comm_get_async_error(comm, &async));
+    }
+    double t = tst_now() - t0;
+    ccl_result_t got = blocking ? res : async;
+    const char *msg = ccl_get_last_error(comm);
+    char name[32];
+    snprintf(name, sizeof name, "rank %d", dead);
+    if (!blocking && res != CCL_SUCCESS)
+        tst_fail(ctx, "peer_exit: queueing the call failed (%d: %s); the peer was alive then", (int)res, msg);
+    if (got != CCL_ERR_REMOTE || !strstr(msg, name))
+        tst_fail(ctx, "peer_exit%s: got %d (%s), expected CCL_ERR_REMOTE naming %s", blocking ? "_blocking" : "",
+                 (int)got, msg, name);
+    if (t > 10.0)
+        tst_fail(ctx, "peer_exit: the failure took %.1f s to surface", t);
+    if (ctx->rank == 0)
+        printf("  peer_exit%s: %s reported %.3f s after the call: %s\n", blocking ? "_blocking" : "",
+               blocking ? "the blocking call" : "ccl_comm_get_async_error", t, msg);
+    expect_p2p(ctx, 2, "peer_exit");
+    TST_CCL(ctx, NULL, ccl_comm_abort(comm));
     cudaFree(x);
     cudaStreamDestroy(s);
     return 0;
@@ -249,12 +302,16 @@ int main(int argc, char **argv)
                  {"gpu_p2p_order", order_body, {1, 2, 4}},
                  {"gpu_p2p_destroy", destroy_body, {1, 3, 5}},
                  {"gpu_p2p_mixed", mixed_body, {2, 3, 0}},
-                 {"gpu_p2p_abort", abort_body, {2, 3, 0}}};
+                 {"gpu_p2p_abort", abort_body, {2, 3, 0}},
+                 {"gpu_p2p_peer_exit", peer_exit_body, {2, 3, 0}}};
     unsetenv("CCL_P2P_DISABLE");
     int failed = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int i = 0; i < 3 && cases[c].nranks[i]; i++)
             failed += tst_run_ranks(cases[c].name, cases[c].nranks[i], tst_timeout(120), cases[c].fn, NULL) != 0;
+    /* The blocking variant: arg non-NULL. */
+    static int blocking = 1;
+    failed += tst_run_ranks("gpu_p2p_peer_exit_blocking", 3, tst_timeout(120), peer_exit_body, &blocking) != 0;
     printf("test_gpu_p2p: %s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
 }
