@@ -16,25 +16,14 @@
 #include <unistd.h>
 
 static handle_set_t comm_live = HANDLE_SET_INIT;
-/* Bumped whenever a comm is added or removed, so each thread can cache its
- * last successful lookup: the per-call check is then two loads instead of a
- * mutex round trip (measured: the whole call overhead was ~0.2 us). */
-static _Atomic uint64_t comm_live_gen;
-static __thread const struct ccl_comm *comm_cached;
-static __thread uint64_t comm_cached_gen;
+/* Each thread's last lookup, kept until a comm is added or removed: the
+ * per-call check is then two loads instead of a mutex round trip
+ * (measured: the whole call overhead was ~0.2 us). */
+static __thread handle_memo_t comm_memo;
 
 int comm_is_live(const struct ccl_comm *comm)
 {
-    if (!comm)
-        return 0;
-    uint64_t gen = atomic_load_explicit(&comm_live_gen, memory_order_acquire);
-    if (comm == comm_cached && gen == comm_cached_gen)
-        return 1;
-    if (!handle_contains(&comm_live, comm))
-        return 0;
-    comm_cached = comm;
-    comm_cached_gen = gen;
-    return 1;
+    return comm && handle_contains_memo(&comm_live, &comm_memo, comm);
 }
 
 void comm_record_error(struct ccl_comm *comm)
@@ -229,7 +218,6 @@ ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_
     CCL_TRY(comm_init(comm, id));
     if (handle_add(&comm_live, comm, 0) != 0)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
-    atomic_fetch_add(&comm_live_gen, 1);
     *out = comm;
     comm = NULL;
 out:
@@ -321,7 +309,6 @@ static ccl_result_t comm_teardown(ccl_comm_t comm, const char *who)
 {
     if (!comm || !handle_remove(&comm_live, comm, NULL))
         return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or already destroyed", who);
-    atomic_fetch_add(&comm_live_gen, 1); /* drop every thread's cached lookup */
     atomic_store(&comm->draining, 1);
     pthread_mutex_lock(&comm->pending_lock);
     while (atomic_load(&comm->pending) > 0)

@@ -28,6 +28,7 @@ int handle_add(handle_set_t *set, void *item, size_t value)
         set->items[set->n] = item;
         set->sizes[set->n] = value;
         set->n++;
+        atomic_fetch_add(&set->gen, 1);
     }
     pthread_mutex_unlock(&set->lock);
     return rc;
@@ -44,6 +45,7 @@ int handle_remove(handle_set_t *set, void *item, size_t *value)
             set->items[i] = set->items[set->n - 1];
             set->sizes[i] = set->sizes[set->n - 1];
             set->n--;
+            atomic_fetch_add(&set->gen, 1);
             found = 1;
             break;
         }
@@ -59,5 +61,15 @@ int handle_contains(handle_set_t *set, const void *item)
     for (size_t i = 0; i < set->n && !found; i++)
         found = (set->items[i] == item);
     pthread_mutex_unlock(&set->lock);
+    return found;
+}
+
+int handle_contains_memo(handle_set_t *set, handle_memo_t *memo, const void *item)
+{
+    uint64_t gen = atomic_load_explicit(&set->gen, memory_order_acquire);
+    if (memo->item == item && memo->gen == gen)
+        return memo->found;
+    int found = handle_contains(set, item);
+    *memo = (handle_memo_t){item, gen, found};
     return found;
 }

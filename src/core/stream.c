@@ -52,9 +52,11 @@ typedef struct {
 
 static handle_set_t stream_live = HANDLE_SET_INIT;
 
+static __thread handle_memo_t stream_memo;
+
 int stream_is_host(ccl_stream_t stream)
 {
-    return stream && handle_contains(&stream_live, stream);
+    return stream && handle_contains_memo(&stream_live, &stream_memo, stream);
 }
 
 /* Runs one queued op; a failure is recorded as the stream's first error. */
