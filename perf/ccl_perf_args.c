@@ -28,6 +28,7 @@ static const struct option long_opts[] = {
     {"collective", required_argument, 0, 'C'},   {"np", required_argument, 0, OPT_NP},
     {"help", no_argument, 0, 'h'},               {"help-env", no_argument, 0, OPT_HELP_ENV},
     {"bind", required_argument, 0, OPT_BIND},   {"memory", required_argument, 0, 'm'},
+    {"run_cycles", required_argument, 0, 'N'},
     {0, 0, 0, 0},
 };
 
@@ -41,6 +42,7 @@ static void usage(FILE *f, const char *prog)
             "  -f,--stepfactor <n>        size multiplier between rows (default: off, use -i)\n"
             "  -n,--iters <n>             timed iterations per row (default 20)\n"
             "  -w,--warmup_iters <n>      warmup iterations (default 5)\n"
+            "  -N,--run_cycles <n>        run and print the whole size sweep n times (default 1)\n"
             "  -c,--check <n>             checked calls per row, 0 disables checking (default 1)\n"
             "  -d,--datatype <types|all>  int8 uint8 int32 uint32 int64 uint64 half bfloat16\n"
             "                             float double f8e4m3 f8e5m2 (default float; also float16\n"
@@ -177,6 +179,7 @@ static void set_defaults(struct perf_args *a)
     a->iters = 20;
     a->bind = 1;
     a->warmup = 5;
+    a->cycles = 1;
     a->check = 1;
     a->average = 1;
     a->dtypes = 1u << dtype_index("float");
@@ -199,7 +202,7 @@ static const char *valid_values(int c)
     case 'z': return "use 0 or 1";
     case 'm': return "use host or device";
     case 'a': return "use 0 (rank 0), 1 (avg), 2 (min) or 3 (max)";
-    case 'n': case OPT_NP: return "use a positive integer";
+    case 'n': case 'N': case OPT_NP: return "use a positive integer";
     default: return "use a non-negative integer";
     }
 }
@@ -215,6 +218,7 @@ static int apply_opt(int c, const char *v, struct perf_args *a)
     case 'f': rc = parse_int(v, 0, 1 << 20, &sf); a->step_factor = (size_t)sf; break;
     case 'n': rc = parse_int(v, 1, 1 << 30, &a->iters); break;
     case 'w': rc = parse_int(v, 0, 1 << 30, &a->warmup); break;
+    case 'N': rc = parse_int(v, 1, 1 << 20, &a->cycles); break;
     case 'c': rc = parse_int(v, 0, 1 << 20, &a->check); break;
     case 'd': rc = parse_list(v, dtype_index, perf_num_dtypes, &a->dtypes, &a->dtypes_all); break;
     case 'o': rc = parse_list(v, op_index, PERF_NUM_OPS, &a->ops, &a->ops_all); break;
@@ -263,7 +267,7 @@ int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done)
     int c;
     set_defaults(a);
     *done = 0;
-    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:d:o:z:r:a:C:m:h", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:N:c:d:o:z:r:a:C:m:h", long_opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout, argv[0]);
             *done = 1;

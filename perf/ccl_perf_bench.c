@@ -361,16 +361,18 @@ static void time_test(struct perf_ctx *x)
     setup_size(x, a->min_bytes);
     run_iters(x, 0, a->warmup);
 
-    for (size_t size = a->min_bytes; size <= a->max_bytes;) {
-        setup_size(x, size);
-        print_row_head(x);
-        bench_time(x, 0);
-        bench_time(x, 1);
-        PRINT("\n");
-        size_t next = next_size(a, size);
-        if (next <= size)
-            break;
-        size = next;
+    for (int cycle = 0; cycle < a->cycles; cycle++) {
+        for (size_t size = a->min_bytes; size <= a->max_bytes;) {
+            setup_size(x, size);
+            print_row_head(x);
+            bench_time(x, 0);
+            bench_time(x, 1);
+            PRINT("\n");
+            size_t next = next_size(a, size);
+            if (next <= size)
+                break;
+            size = next;
+        }
     }
 }
 

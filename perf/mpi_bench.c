@@ -91,6 +91,7 @@ struct opts {
     int ci; /* index in colls[] */
     size_t minbytes, maxbytes, stepbytes, stepfactor;
     int iters, warmup, check, root, rotate;
+    int cycles; /* -N: times the whole size sweep runs and prints (nccl-tests' run_cycles) */
     int average; /* 0 rank 0, 1 mean, 2 min, 3 max (nccl-tests' -a) */
     enum dtype dt;
     enum redop op;
@@ -420,11 +421,12 @@ static void usage(const char *prog)
 {
     printf("usage: %s [-C coll] [-b minbytes] [-e maxbytes] [-f stepfactor | -i stepbytes]\n"
            "       [-n iters] [-w warmup] [-c 0|1] [-d float|int32] [-o sum|max|min] [-r root]\n"
-           "       [-a 0|1|2|3] [--rotate 0|1]\n"
+           "       [-a 0|1|2|3] [-N cycles] [--rotate 0|1]\n"
            "  -C  allreduce|allgather|reduce_scatter|broadcast|reduce|alltoall|gather|scatter|\n"
            "      sendrecv (also nccl-tests' spellings: reducescatter, all_reduce, ...)\n"
            "  sizes take K/M/G (1024-based); defaults -b 32M -e 32M -i 1M -n 20 -w 5 -c 1\n"
            "  -a  time reported over ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 3)\n"
+           "  -N  run and print the whole size sweep this many times (default 1)\n"
            "  --rotate 1 (default) moves each iteration to a new offset in the buffers,\n"
            "             as nccl-tests does; 0 reuses offset 0\n",
            prog);
@@ -454,13 +456,14 @@ static void parse_args(int argc, char **argv, struct opts *o)
         {"datatype", required_argument, 0, 'd'},  {"root", required_argument, 0, 'r'},
         {"average", required_argument, 0, 'a'},   {"coll", required_argument, 0, 'C'},
         {"rotate", required_argument, 0, 'R'},    {"help", no_argument, 0, 'h'},
+        {"run_cycles", required_argument, 0, 'N'},
         {0, 0, 0, 0},
     };
     *o = (struct opts){.ci = 0, .minbytes = 32u << 20, .maxbytes = 32u << 20, .stepbytes = 1u << 20,
                        .stepfactor = 1, .iters = 20, .warmup = 5, .check = 1, .root = 0,
-                       .rotate = 1, .average = 3, .dt = DT_FLOAT, .op = OP_SUM};
+                       .rotate = 1, .cycles = 1, .average = 3, .dt = DT_FLOAT, .op = OP_SUM};
     int c;
-    while ((c = getopt_long(argc, argv, "C:b:e:i:f:n:w:c:d:o:r:a:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "C:b:e:i:f:n:w:c:d:o:r:a:N:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'C': {
             size_t k;
@@ -479,6 +482,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
         case 'r': o->root = atoi(optarg); break;
         case 'a': o->average = atoi(optarg); break;
         case 'R': o->rotate = atoi(optarg); break;
+        case 'N': o->cycles = atoi(optarg); if (o->cycles < 1) die("-N takes a positive count"); break;
         case 'd':
             if (!strcmp(optarg, "float") || !strcmp(optarg, "float32")) o->dt = DT_FLOAT;
             else if (!strcmp(optarg, "int32") || !strcmp(optarg, "int")) o->dt = DT_INT32;
@@ -556,23 +560,25 @@ int main(int argc, char **argv)
     int bw_n = 0;
     int64_t wrong_total = 0;
 
-    for (size_t size = o.minbytes; size <= o.maxbytes;
-         size = o.stepfactor > 1 ? size * o.stepfactor : size + o.stepbytes) {
-        struct layout l = get_layout(c, size / 4);
-        size_t shown = (l.sendcount > l.recvcount ? l.sendcount : l.recvcount) * 4;
-        if (rank == 0) printf("%12zu  %12zu  %8s  %6s  %6i", shown, l.paramcount, tname, opname, root_print);
-        for (int inplace = 0; inplace <= 1; inplace++) {
-            int64_t wrong;
-            double sec = bench(&o, size, send, recv, inplace, &wrong);
-            double algbw = sec > 0 ? (double)shown / 1e9 / sec : 0;
-            double busbw = algbw * bus_factor(c);
-            if (rank == 0) print_cell(sec, algbw, busbw, wrong);
-            bw_sum += busbw;
-            bw_n++;
-            if (wrong > 0) wrong_total += wrong;
+    for (int cycle = 0; cycle < o.cycles; cycle++) {
+        for (size_t size = o.minbytes; size <= o.maxbytes;
+             size = o.stepfactor > 1 ? size * o.stepfactor : size + o.stepbytes) {
+            struct layout l = get_layout(c, size / 4);
+            size_t shown = (l.sendcount > l.recvcount ? l.sendcount : l.recvcount) * 4;
+            if (rank == 0) printf("%12zu  %12zu  %8s  %6s  %6i", shown, l.paramcount, tname, opname, root_print);
+            for (int inplace = 0; inplace <= 1; inplace++) {
+                int64_t wrong;
+                double sec = bench(&o, size, send, recv, inplace, &wrong);
+                double algbw = sec > 0 ? (double)shown / 1e9 / sec : 0;
+                double busbw = algbw * bus_factor(c);
+                if (rank == 0) print_cell(sec, algbw, busbw, wrong);
+                bw_sum += busbw;
+                bw_n++;
+                if (wrong > 0) wrong_total += wrong;
+            }
+            if (rank == 0) printf("\n");
+            if (size == 0 && o.stepfactor > 1) break; /* zero cannot grow by a factor */
         }
-        if (rank == 0) printf("\n");
-        if (size == 0 && o.stepfactor > 1) break; /* zero cannot grow by a factor */
     }
 
     if (rank == 0) {
