@@ -171,8 +171,10 @@ static ccl_result_t broadcast_run(const struct perf_ctx *x, const void *send, vo
     return ccl_broadcast(send, recv, count, x->dt->id, x->root, x->comm, x->stream);
 }
 
-/* Non-roots' send buffers are not read; they keep whatever they held. */
-static void broadcast_fill(struct perf_ctx *x, const struct perf_data *d, int in_place)
+/* Broadcast and scatter: only the root's send buffer is read (non-roots'
+ * keep whatever they held). In place the root's own result already sits
+ * where it goes, so only the other ranks' results show whether data moved. */
+static void root_source_fill(struct perf_ctx *x, const struct perf_data *d, int in_place)
 {
     char *send, *recv;
     call_buffers(x, in_place, &send, &recv);
@@ -260,18 +262,6 @@ static ccl_result_t scatter_run(const struct perf_ctx *x, const void *send, void
     return ccl_scatter(send, recv, count, x->dt->id, x->root, x->comm, x->stream);
 }
 
-/* In place the root's own block already sits where its result goes, so
- * only the other ranks' results show whether the data moved. */
-static void scatter_fill(struct perf_ctx *x, const struct perf_data *d, int in_place)
-{
-    char *send, *recv;
-    call_buffers(x, in_place, &send, &recv);
-    if (!in_place || x->rank != x->root)
-        perf_data_poison(recv, x->cur.recv * elt(x));
-    if (x->rank == x->root)
-        perf_data_fill(d, send, x->cur.send, x->root, 0);
-}
-
 static int64_t scatter_check(struct perf_ctx *x, const struct perf_data *d, int in_place)
 {
     char *send, *recv;
@@ -318,7 +308,7 @@ const struct perf_coll perf_colls[] = {
      gather_fill_common, allgather_check},
     {"reduce_scatter", 1, 0, 0, scatter_counts, ring_share_bus, reduce_scatter_run,
      "ccl_reduce_scatter", reduce_scatter_fill, reduce_scatter_check},
-    {"broadcast", 0, 1, 0, same_counts, one_bus, broadcast_run, "ccl_broadcast", broadcast_fill,
+    {"broadcast", 0, 1, 0, same_counts, one_bus, broadcast_run, "ccl_broadcast", root_source_fill,
      broadcast_check},
     {"reduce", 1, 1, 0, same_counts, one_bus, reduce_run, "ccl_reduce", allreduce_fill,
      reduce_check},
@@ -326,7 +316,7 @@ const struct perf_coll perf_colls[] = {
      alltoall_fill, alltoall_check},
     {"gather", 0, 1, 0, gather_counts, ring_share_bus, gather_run, "ccl_gather",
      gather_fill_common, gather_check},
-    {"scatter", 0, 1, 0, scatter_counts, ring_share_bus, scatter_run, "ccl_scatter", scatter_fill,
+    {"scatter", 0, 1, 0, scatter_counts, ring_share_bus, scatter_run, "ccl_scatter", root_source_fill,
      scatter_check},
     {"sendrecv", 0, 0, 1, same_counts, one_bus, sendrecv_run, "ccl_send/ccl_recv", allreduce_fill,
      sendrecv_check},
