@@ -147,6 +147,9 @@ void comm_record_error(struct ccl_comm *comm);
 ccl_result_t connect_mesh(struct ccl_comm *comm);
 ccl_result_t connect_net(struct ccl_comm *comm);
 ccl_result_t connect_board(struct ccl_comm *comm);
+/* Faults in, at init, the FIFOs to and from the peers of the reduction
+ * algorithms this communicator may run (after tuner_init: CCL_ALGO). */
+ccl_result_t connect_prefault(struct ccl_comm *comm);
 void connect_close(struct ccl_comm *comm);
 /* Ends every connection now so that peers fail instead of waiting: why
  * says how a collective failed here (NULL: ccl_comm_abort), and reaches
@@ -197,6 +200,8 @@ size_t exec_board_bytes(const coll_args_t *args, int nranks);
 ccl_result_t coll_run(const coll_args_t *calls, int ncalls);
 /* Bytes of the user's buffers one call reads and writes on this rank. */
 void coll_extent(const coll_args_t *a, size_t *send_bytes, size_t *recv_bytes);
+/* The schedule of one operation by one algorithm (the switch over algos/). */
+ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out);
 
 /* exec_host.c: whether a process of this host has exited (a zombie counts). */
 int exec_pid_dead(pid_t pid);
