@@ -6,13 +6,13 @@
  * (transport/net.h) to other hosts. Rings, chains, alltoall and p2p all use
  * the same connections, which keeps the order of what crosses each one
  * simple to reason about. At init, connect_prefault faults in the FIFOs of
- * the peers the reduction algorithms this communicator may run use (ring,
- * trees, recursive doubling, hierarchical, chains): a page faulted inside
- * a timed collective costs ~11 us on these VMs, and an algorithm the
- * tuner switches to at some size would pay it in its first calls. The
- * mesh of every other peer (alltoall, gather, scatter, send/recv) faults
- * in on first use: pre-faulting it would commit 2 (nranks - 1) FIFOs per
- * rank, 8 MiB each across hosts.
+ * the peers of every reduction algorithm (ring, trees, recursive doubling,
+ * hierarchical, chains) the tuner picks at some size, as CCL_ALGO allows,
+ * and of the ring: a page faulted inside a timed collective costs ~11 us
+ * on these VMs, and an algorithm the tuner switches to at some size would
+ * pay it in its first calls. The mesh of every other peer (alltoall,
+ * gather, scatter, send/recv) faults in on first use: pre-faulting it
+ * would commit 2 (nranks - 1) FIFOs per rank, 8 MiB each across hosts.
  *
  * Segments and their names. Each receiver picks the names of its segments
  * and they travel in a bootstrap allgather before any segment exists; then
@@ -203,14 +203,18 @@ ccl_result_t connect_prefault(struct ccl_comm *comm)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d peers", n);
     /* The ring's neighbours always: ring is every fallback. */
     used[(comm->rank + 1) % n] = used[(comm->rank + n - 1) % n] = 1;
-    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++)
-        for (int a = 0; a < ALGO_COUNT; a++) {
-            size_t big = (size_t)64 * (size_t)n * (size_t)n;
-            if ((TUNE_BIT(a) & skip) || !(comm->algo_allowed[colls[c]] & TUNE_BIT(a)) ||
-                !tune_applies(&comm->tune, colls[c], (algo_t)a, big, 0))
-                continue;
-            CCL_TRY(connect_algo_peers(comm, colls[c], (algo_t)a, used));
-        }
+    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
+        /* What the tuner picks from 8 bytes to 1 GiB, alone or in a group
+         * (per call it picks the same way: tuner_pick). */
+        unsigned picked = 0;
+        for (int grouped = 0; grouped < 2; grouped++)
+            for (size_t size = 8; size <= ((size_t)1 << 30); size *= 4)
+                picked |= TUNE_BIT(tune_pick(&comm->tune, colls[c], size, grouped, comm->algo_allowed[colls[c]],
+                                             NULL, NULL));
+        for (int a = 0; a < ALGO_COUNT; a++)
+            if ((picked & TUNE_BIT(a)) && !(TUNE_BIT(a) & skip))
+                CCL_TRY(connect_algo_peers(comm, colls[c], (algo_t)a, used));
+    }
     for (int q = 0; q < n; q++) {
         if (!used[q])
             continue;
