@@ -52,6 +52,8 @@ static void usage(FILE *f, const char *prog)
             "  --net-lat US     one hop between nodes\n"
             "  --shm-bw GB/s    one rank's copy or reduce pass\n"
             "  --shm-lat US     one hop between ranks of a node\n"
+            "  --cores N        cores per node (default this machine's; nodes faked on one machine\n"
+            "                   share them: e.g. 0.5 for 4 nodes on 2 cores)\n"
             "  --algo LIST      allowed algorithms, CCL_ALGO's syntax (default: CCL_ALGO)\n"
             "  --colls LIST     collectives to tabulate, comma-separated (default: all)\n"
             "  --factor N       size step of the tables (default 4; sizes 8 B to 1 GiB)\n"
@@ -70,7 +72,7 @@ static const char *name_of(const topo_t *t, int idx)
 /* --explain's layout and cost overrides; negative: not given. */
 typedef struct {
     int nodes, ppn, nranks;
-    double net_bw, net_lat, shm_bw, shm_lat;
+    double net_bw, net_lat, shm_bw, shm_lat, cores;
     const char *algo, *colls;
     int factor;
 } explain_opts_t;
@@ -155,6 +157,8 @@ static int explain(const topo_t *t, const explain_opts_t *o, int local_ranks)
         links.shm_bw = o->shm_bw;
     if (o->shm_lat >= 0)
         links.shm_lat = o->shm_lat;
+    if (o->cores > 0)
+        links.cores = o->cores;
     /* What comm init would agree on: slots as comm_agree_fifo cuts
      * CCL_BUFFSIZE (CCL_NET_BUFFSIZE across nodes), the board as
      * connect_board sizes it (one node only). */
@@ -214,7 +218,7 @@ static int parse_num(const char *opt, const char *text, double *out)
 int main(int argc, char **argv)
 {
     enum { OPT_EXPLAIN = 256, OPT_NODES, OPT_PPN, OPT_NRANKS, OPT_NET_BW, OPT_NET_LAT, OPT_SHM_BW, OPT_SHM_LAT,
-           OPT_ALGO, OPT_COLLS, OPT_FACTOR };
+           OPT_ALGO, OPT_COLLS, OPT_FACTOR, OPT_CORES };
     static const struct option opts[] = {
         {"topo", required_argument, 0, 't'},       {"ranks", required_argument, 0, 'r'},
         {"explain", no_argument, 0, OPT_EXPLAIN},  {"nodes", required_argument, 0, OPT_NODES},
@@ -222,13 +226,14 @@ int main(int argc, char **argv)
         {"net-bw", required_argument, 0, OPT_NET_BW}, {"net-lat", required_argument, 0, OPT_NET_LAT},
         {"shm-bw", required_argument, 0, OPT_SHM_BW}, {"shm-lat", required_argument, 0, OPT_SHM_LAT},
         {"algo", required_argument, 0, OPT_ALGO},  {"colls", required_argument, 0, OPT_COLLS},
-        {"factor", required_argument, 0, OPT_FACTOR}, {"help", no_argument, 0, 'h'},
+        {"factor", required_argument, 0, OPT_FACTOR}, {"cores", required_argument, 0, OPT_CORES},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *file = NULL;
     int ranks = 0, c, do_explain = 0;
     explain_opts_t ex = {.nodes = -1, .ppn = -1, .nranks = -1, .net_bw = -1, .net_lat = -1, .shm_bw = -1,
-                         .shm_lat = -1, .factor = 4};
+                         .shm_lat = -1, .cores = -1, .factor = 4};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         int *count = c == 'r' ? &ranks : c == OPT_NODES ? &ex.nodes : c == OPT_PPN ? &ex.ppn
                    : c == OPT_NRANKS ? &ex.nranks : c == OPT_FACTOR ? &ex.factor : NULL;
@@ -249,6 +254,7 @@ int main(int argc, char **argv)
         case OPT_NET_LAT: if (parse_num("--net-lat", optarg, &ex.net_lat)) return 2; break;
         case OPT_SHM_BW: if (parse_num("--shm-bw", optarg, &ex.shm_bw)) return 2; break;
         case OPT_SHM_LAT: if (parse_num("--shm-lat", optarg, &ex.shm_lat)) return 2; break;
+        case OPT_CORES: if (parse_num("--cores", optarg, &ex.cores)) return 2; break;
         case OPT_ALGO: ex.algo = optarg; break;
         case OPT_COLLS: ex.colls = optarg; break;
         case 'h': usage(stdout, argv[0]); return 0;

@@ -29,20 +29,25 @@ void coll_args_size(coll_args_t *a)
     a->recv_bytes = r * esz;
 }
 
+ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out)
+{
+    switch (algo) {
+    case ALGO_DIRECT: return direct_schedule(op, out);
+    case ALGO_CHAIN: return chain_schedule(op, out);
+    case ALGO_PAIRWISE: return pairwise_schedule(op, out);
+    case ALGO_TREE: return tree_schedule(op, out);
+    case ALGO_RD: return rd_schedule(op, out);
+    case ALGO_HIER: return hier_schedule(op, out);
+    default: return ring_schedule(op, out);
+    }
+}
+
 static ccl_result_t coll_schedule(struct ccl_comm *comm, const coll_args_t *a, algo_t algo, sched_t *out)
 {
     size_t esz = dev_dtype_size(a->dtype);
     sched_op_t op = {a->coll, a->count, esz, comm->nranks, comm->rank, a->root,
                      comm->layout.nnodes > 1 ? &comm->layout : NULL};
-    switch (algo) {
-    case ALGO_DIRECT: return direct_schedule(&op, out);
-    case ALGO_CHAIN: return chain_schedule(&op, out);
-    case ALGO_PAIRWISE: return pairwise_schedule(&op, out);
-    case ALGO_TREE: return tree_schedule(&op, out);
-    case ALGO_RD: return rd_schedule(&op, out);
-    case ALGO_HIER: return hier_schedule(&op, out);
-    default: return ring_schedule(&op, out);
-    }
+    return coll_algo_schedule(&op, algo, out);
 }
 
 void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq)

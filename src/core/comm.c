@@ -185,6 +185,7 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     CCL_TRY(connect_net(comm));
     CCL_TRY(connect_board(comm));
     CCL_TRY(tuner_init(comm));
+    CCL_TRY(connect_prefault(comm));
     if (posix_memalign(&comm->scratch, 4096, 2 * comm->slot_size) != 0)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %zu bytes of scratch", 2 * comm->slot_size);
     memset(comm->scratch, 0, 2 * comm->slot_size);

@@ -154,6 +154,9 @@ void comm_record_error(struct ccl_comm *comm);
 ccl_result_t connect_mesh(struct ccl_comm *comm);
 ccl_result_t connect_net(struct ccl_comm *comm);
 ccl_result_t connect_board(struct ccl_comm *comm);
+/* Faults in, at init, the FIFOs to and from the peers of the reduction
+ * algorithms this communicator may run (after tuner_init: CCL_ALGO). */
+ccl_result_t connect_prefault(struct ccl_comm *comm);
 void connect_close(struct ccl_comm *comm);
 /* Ends every connection now so that peers fail instead of waiting: why
  * says how a collective failed here (NULL: ccl_comm_abort), and reaches
@@ -205,6 +208,8 @@ ccl_result_t coll_run(const coll_args_t *calls, int ncalls);
 /* Fills a->send_bytes and a->recv_bytes: what the call reads and writes
  * of the user's buffers on this rank (a->comm must be live). */
 void coll_args_size(coll_args_t *a);
+/* The schedule of one operation by one algorithm (the switch over algos/). */
+ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out);
 
 /* watch_p2p.c: the thread that breaks the comm and lets its streams go
  * when a peer fails while the GPU has P2P work queued. start: once the

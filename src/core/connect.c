@@ -5,8 +5,14 @@
  * send/recv to self): shared memory within a host, the net transport
  * (transport/net.h) to other hosts. Rings, chains, alltoall and p2p all use
  * the same connections, which keeps the order of what crosses each one
- * simple to reason about. Only the ring neighbour's FIFO is pre-faulted at
- * init; the others fault in on first use.
+ * simple to reason about. At init, connect_prefault faults in the FIFOs of
+ * the peers of every reduction algorithm (ring, trees, recursive doubling,
+ * hierarchical, chains) the tuner picks at some size, as CCL_ALGO allows,
+ * and of the ring: a page faulted inside a timed collective costs ~11 us
+ * on these VMs, and an algorithm the tuner switches to at some size would
+ * pay it in its first calls. The mesh of every other peer (alltoall,
+ * gather, scatter, send/recv) faults in on first use: pre-faulting it
+ * would commit 2 (nranks - 1) FIFOs per rank, 8 MiB each across hosts.
  *
  * Segments and their names. Each receiver picks the names of its segments
  * and they travel in a bootstrap allgather before any segment exists; then
@@ -26,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int connect_is_local(const struct ccl_comm *comm, int q)
 {
@@ -68,7 +75,6 @@ ccl_result_t connect_mesh(struct ccl_comm *comm)
     comm->recv_conns = calloc((size_t)n, sizeof *comm->recv_conns);
     if (!comm->send_conns || !comm->recv_conns)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d connections", n);
-    int prev = (r + n - 1) % n;
     /* names[q*n + p]: the segment rank q creates to receive from rank p. */
     names = calloc((size_t)n * (size_t)n, SHM_NAME_MAX);
     if (!names)
@@ -97,7 +103,7 @@ ccl_result_t connect_mesh(struct ccl_comm *comm)
     for (int p = 0; p < n && res == CCL_SUCCESS; p++)
         if (connect_is_local(comm, p))
             res = shm_conn_create(&comm->recv_conns[p], comm->nslots, comm->slot_size,
-                                  mine + (size_t)p * SHM_NAME_MAX, p == prev);
+                                  mine + (size_t)p * SHM_NAME_MAX, 0);
     /* Every segment exists (or its creator failed) after this barrier... */
     bres = bs_barrier(&comm->bs);
     for (int q = 0; q < n && res == CCL_SUCCESS && bres == CCL_SUCCESS; q++) {
@@ -157,6 +163,70 @@ ccl_result_t connect_board(struct ccl_comm *comm)
     CCL_TRY(bres2);
 out:
     free(names);
+    return res;
+}
+
+/* Marks in used[] the peers this rank sends to or receives from when the
+ * algorithm runs the collective: a size at which no step is empty (64-byte
+ * parts of every rank, shard and tree), root 0. */
+static ccl_result_t connect_algo_peers(const struct ccl_comm *comm, sched_coll_t coll, algo_t algo, char *used)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int n = comm->nranks;
+    sched_t s = {0};
+    sched_op_t op = {coll, (size_t)64 * (size_t)n * (size_t)n, 4, n, comm->rank, 0,
+                     comm->layout.nnodes > 1 ? &comm->layout : NULL};
+    CCL_TRY(coll_algo_schedule(&op, algo, &s));
+    for (int i = 0; i < s.nsteps; i++) {
+        if (s.steps[i].recv_peer >= 0 && s.steps[i].recv_peer < n)
+            used[s.steps[i].recv_peer] = 1;
+        if (s.steps[i].send_peer >= 0 && s.steps[i].send_peer < n)
+            used[s.steps[i].send_peer] = 1;
+    }
+out:
+    sched_free(&s);
+    return res;
+}
+
+ccl_result_t connect_prefault(struct ccl_comm *comm)
+{
+    static const sched_coll_t colls[] = {SCHED_ALLREDUCE, SCHED_ALLGATHER, SCHED_REDUCE_SCATTER, SCHED_BROADCAST,
+                                         SCHED_REDUCE};
+    /* One-shot uses the board, pairwise every peer: see the top. */
+    const unsigned skip = TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_PAIRWISE);
+    ccl_result_t res = CCL_SUCCESS;
+    int n = comm->nranks, faulted = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char *used = calloc((size_t)n, 1);
+    if (!used)
+        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d peers", n);
+    /* The ring's neighbours always: ring is every fallback. */
+    used[(comm->rank + 1) % n] = used[(comm->rank + n - 1) % n] = 1;
+    for (size_t c = 0; c < sizeof colls / sizeof colls[0]; c++) {
+        /* What the tuner picks from 8 bytes to 1 GiB, alone or in a group
+         * (per call it picks the same way: tuner_pick). */
+        unsigned picked = 0;
+        for (int grouped = 0; grouped < 2; grouped++)
+            for (size_t size = 8; size <= ((size_t)1 << 30); size *= 4)
+                picked |= TUNE_BIT(tune_pick(&comm->tune, colls[c], size, grouped, comm->algo_allowed[colls[c]],
+                                             NULL, NULL));
+        for (int a = 0; a < ALGO_COUNT; a++)
+            if ((picked & TUNE_BIT(a)) && !(TUNE_BIT(a) & skip))
+                CCL_TRY(connect_algo_peers(comm, colls[c], (algo_t)a, used));
+    }
+    for (int q = 0; q < n; q++) {
+        if (!used[q])
+            continue;
+        shm_conn_prefault(&comm->send_conns[q]);
+        shm_conn_prefault(&comm->recv_conns[q]);
+        faulted++;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    LOG_INFO(SUB_INIT, "rank %d: FIFOs to and from %d of %d peers faulted in, %.1f ms", comm->rank, faulted, n,
+             (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+out:
+    free(used);
     return res;
 }
 

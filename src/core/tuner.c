@@ -42,12 +42,13 @@
 #define TUNER_SHM_LAT_CORE 0.1
 #define TUNER_SHM_LAT_SHARED 10.0
 /* CCL_NET_LAT=-1 where cores are shared that way: a network hop wakes the
- * proxy and socket threads at both ends. Fake nodes on the 2-core VM
- * (loopback TCP, other jobs running): 8-byte allreduce 0.3-0.5 ms for one
- * network hop (2 ranks), 1.6-1.8 ms for recursive doubling's two (4 nodes
- * x 2 ranks); the model matches those and the 256 KiB-2 MiB crossovers
- * there with about 500 us. */
-#define TUNER_NET_LAT_SHARED 500.0
+ * proxy and socket threads at both ends. What many hops at once cost on
+ * shared cores is the model's CPU bound (tune.c, TUNE_NET_END_US); this is
+ * one hop alone: 4 fake nodes x 2 ranks on the 2-core VM, an 8-byte ring
+ * allreduce, whose one slice crosses 7 network and 7 shm hops in turn,
+ * took 1.5-1.9 ms, ~0.95 ms of it what every algorithm paid there, so
+ * 100-150 us a network hop (it was 500 us before that bound existed). */
+#define TUNER_NET_LAT_SHARED 150.0
 
 const char *tuner_algo_name(algo_t algo)
 {

@@ -24,6 +24,17 @@
  *         1 / net_bw (the ranks of a node share it);
  *   clat, cb   one rank's own work; it only binds when a node has more
  *         ranks (L) than cores.
+ * Where a node's cores are shared (fewer than its ranks and their net
+ * proxies, 2 L), the CPU bound also counts the network: every slice that
+ * leaves or enters the node costs a hand-off between sleeping threads
+ * (executor, proxy, socket helper) at each end, and its bytes a kernel
+ * copy; m is the slices carrying data that leave the busiest node per
+ * round (as many enter it):
+ *   cpu = ((k clat + c cb) L + 2 m (k net_end + c net_end_b)) / cores.
+ * On such nodes that, not the hops' latency, sets the order at small
+ * sizes: recursive doubling has every rank exchange across nodes at once,
+ * while a ring or the hierarchical ring moving 8 bytes has one slice in
+ * flight (the engine skips steps whose part is empty).
  * Per algorithm (n ranks, nn nodes, S ranks on the fullest node):
  *   ring      c = size/n. Allreduce: 2(n-1) receiving steps a round, so
  *             the path goes 2(n-1)/n times round the ring, over every hop,
@@ -85,6 +96,15 @@
  * two-rank ring's shm cost is scaled by TUNE_RING2_SHM_FACTOR. */
 #define TUNE_RING2_SHM_MAX (8u << 20)
 #define TUNE_RING2_SHM_FACTOR 2.0
+/* One end (send or receive) of a slice crossing nodes, where cores are
+ * shared: core time per slice and per byte. From the 4 nodes x 2 ranks
+ * sweep on the 2-core VM (perf/RESULTS.md, "The tuner"): at 8-64 B each
+ * algorithm took ~0.95 ms plus ~110 us per slice crossing nodes (ring 7
+ * slices, hier 6, tree 10, rd 16: 1.5-1.9, 1.5-1.8, 2.1-2.3, 2.2-3.3 ms),
+ * and at 16 MiB the ring (1.75 buffers through each node's NIC) 124-134 ms
+ * against hier's (1.5) 96-108: ~0.7 ns per byte at each end. */
+#define TUNE_NET_END_US 110.0
+#define TUNE_NET_END_US_PER_B 0.7e-3
 
 /* Which algorithms have a schedule for each collective, whatever the
  * layout (tune_applies adds the layout and size conditions). When hier.c
@@ -259,12 +279,15 @@ typedef struct {
     double pb;       /* critical path per byte of slice: passes, wire (us/B) */
     double nb;       /* the busiest NIC per byte of slice (us/B) */
     double clat, cb; /* one rank's own work per round: fixed (us), per byte (us/B) */
+    double m;        /* slices carrying data that leave the busiest node per round */
 } tune_round_t;
 
 /* k = ceil(c / s) rounds: T = call + max(path, nic, cpu) with
  *   path = k lat + c pb
  *   nic  = c nb + one hop (the NIC streams every slice; latency shows once)
- *   cpu  = (k clat + c cb) L / cores, only when a node has more ranks than cores. */
+ *   cpu  = (k clat + c cb) L / cores, only when a node has more ranks than
+ *          cores, plus the network's ends, 2 m (k net_end + c net_end_b) / cores,
+ *          when they are fewer than its ranks and proxies. */
 static double tune_total(const tune_ev_t *e, const tune_round_t *r)
 {
     if (r->c <= 0)
@@ -276,12 +299,13 @@ static double tune_total(const tune_ev_t *e, const tune_round_t *r)
         if (nic > t)
             t = nic;
     }
-    double L = e->m->max_local, cores = e->m->link.cores;
-    if (cores > 0 && L > cores) {
-        double cpu = (k * r->clat + r->c * r->cb) * L / cores;
-        if (cpu > t)
-            t = cpu;
-    }
+    double L = e->m->max_local, cores = e->m->link.cores, cpu = 0;
+    if (cores > 0 && L > cores)
+        cpu = (k * r->clat + r->c * r->cb) * L / cores;
+    if (cores > 0 && e->nn > 1 && 2 * L > cores)
+        cpu += 2 * r->m * (k * TUNE_NET_END_US + r->c * TUNE_NET_END_US_PER_B) / cores;
+    if (cpu > t)
+        t = cpu;
     return TUNE_CALL_US + t;
 }
 
@@ -336,6 +360,11 @@ static double tune_ring(const tune_ev_t *e)
     r.lat = moves / n * ((n - X) * e->ai + X * e->an) + steps * TUNE_STEP_US;
     r.pb = moves / n * X * f * e->bn + passes * e->bi;
     r.nb = X ? moves * f * e->bn : 0; /* a rank sends as many slices as it receives */
+    /* Of the n parts only the first `full` hold data when the buffer is
+     * small (64-byte parts): the others' steps are skipped, so only those
+     * slices go round the ring. */
+    double full = r.c > 0 ? fmin(n, ceil(e->size / r.c)) : 0;
+    r.m = moves * f * full / n;
     r.clat = steps * TUNE_STEP_US;
     r.cb = passes * e->bi;
     double t = tune_total(e, &r);
@@ -354,6 +383,7 @@ static double tune_direct(const tune_ev_t *e)
         .nb = net ? e->bn : 0,
         .clat = 2 * TUNE_STEP_US,
         .cb = 2 * e->bi,
+        .m = net,
     };
     return tune_total(e, &r);
 }
@@ -380,6 +410,9 @@ static double tune_tree(const tune_ev_t *e)
      * up and coming down. */
     r.pb = 3.0 * (m->tree_net[0] + m->tree_net[1]) * e->bn + (passes > 2 ? passes : 2) * e->bi;
     r.nb = m->tree_flows * e->bn;
+    /* tree_flows: edges of both trees touching the node, a slice out and
+     * one in each (up, down); trees 1 when tree 1 is empty. */
+    r.m = m->tree_flows * trees / 2.0;
     r.clat = 6 * TUNE_STEP_US;
     r.cb = 7 * e->bi;
     return tune_total(e, &r);
@@ -401,6 +434,7 @@ static double tune_rd(const tune_ev_t *e)
         r.lat += (f ? e->an : e->ai) + 2 * TUNE_STEP_US;
         r.pb += 2 * e->bi;
         r.nb += f * e->bn;
+        r.m += f;
         nx += f > 0;
         fmax = f > fmax ? f : fmax;
     }
@@ -414,6 +448,7 @@ static double tune_rd(const tune_ev_t *e)
         r.lat += 1.5 * (f ? e->an : e->ai) + 4 * TUNE_STEP_US;
         r.pb += 4 * e->bi;
         r.nb += f * e->bn;
+        r.m += f;
         r.clat += 2 * TUNE_STEP_US;
         r.cb += 2 * e->bi;
         nx += f ? 2 : 0;
@@ -452,6 +487,10 @@ static double tune_hier(const tune_ev_t *e)
     r.cb = (nn * Sd + q * tune_ring_passes(nn) + 2.0 * nn * (Sd - 1)) * e->bi;
     r.pb = (q * 2.0 * (nn - 1) + Sd - 1) * e->bn + r.cb;
     r.nb = 2.0 * (nn - 1) * Sd * e->bn;
+    /* Each shard's ring over the nodes moves only its parts that hold
+     * data (64-byte parts: one of nn for 8 bytes). */
+    double full = r.c > 0 ? fmin(nn, ceil(shard / r.c)) : 0;
+    r.m = 2.0 * (nn - 1) * Sd * full / nn;
     r.clat = steps * TUNE_STEP_US;
     return tune_total(e, &r);
 }
@@ -512,6 +551,7 @@ static double tune_pairwise(const tune_ev_t *e)
     r.lat = r.clat + (net ? e->an : e->ai);
     r.pb = r.cb + (net ? e->bn : 0);
     r.nb = flows * e->bn;
+    r.m = flows;
     return tune_total(e, &r);
 }
 

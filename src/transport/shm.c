@@ -145,6 +145,31 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
     return CCL_SUCCESS;
 }
 
+/* MADV_POPULATE_WRITE (Linux 5.14) faults a range in for writing in one
+ * call, without touching its contents. Where the kernel lacks it, one
+ * atomic add of zero per page does the same: a write fault that cannot
+ * lose a peer's concurrent store (a rank that finished init may already
+ * be sending into a FIFO its receiver is still pre-faulting). */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+void shm_conn_prefault(shm_conn_t *conn)
+{
+    /* The proxy's end of a net FIFO (map_len 0) shares the executor's
+     * pages: faulting the executor's end covers both. */
+    if (!conn->fifo || !conn->map_len)
+        return;
+    char *base = (char *)conn->fifo;
+    if (madvise(base, conn->map_len, MADV_POPULATE_WRITE) == 0)
+        return;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        page = 4096;
+    for (size_t off = 0; off < conn->map_len; off += (size_t)page)
+        __atomic_fetch_add((uint32_t *)(base + off), 0, __ATOMIC_RELAXED);
+}
+
 ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name)
 {
     ccl_result_t res = CCL_SUCCESS;

@@ -67,6 +67,11 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
                              int pretouch);
 /* Sender side: maps the segment a peer created. */
 ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name);
+/* Faults every page of the FIFO in now, on this side of it, so that an
+ * algorithm's first calls over it do not pay ~11 us per page inside a
+ * collective (shm: both sides map the pages; net: the executor's end holds
+ * the proxy's too). Best effort: a page left out faults on first use. */
+void shm_conn_prefault(shm_conn_t *conn);
 /* Both ends of a FIFO in private memory of this process, for a connection
  * whose far end is the network: the executor uses one end (exec_sends says
  * which), the net proxy thread the other. Posts on the executor's end bump

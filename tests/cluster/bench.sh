@@ -18,9 +18,10 @@
 # node1, ranks from Open MPI's environment, CCL_COMM_ID at node1's address.
 # Needs root and the MPI build (make && make tools, with mpicc).
 #
-# Environment: ROUNDS (default 3) rounds per section, the variants of a
+# Environment: ROUNDS (default 5) rounds per section, the variants of a
 # round run one after another; ITERS (default 10) timed calls per size and
-# WARMUP (default 3), SMALL_ITERS (default 100) in the sweep up to 32 KiB; FACTOR (default 2) size step of the sweep; RATE
+# WARMUP (default 3), SMALL_ITERS (default 300) in the sweep up to 256 KiB;
+# FACTOR (default 2) size step of the sweep; RATE
 # (default 2gbit) of the tbf section; ALGOS (default "ring tree rd hier")
 # forced in the sweep; BENCH_LOG (default /tmp/ccl-cluster-bench.PID) keeps
 # every raw table. Sizes in the tables are bytes, times microseconds,
@@ -31,9 +32,9 @@ set -uo pipefail
 # shellcheck source=tests/cluster/paths.sh
 . "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
 
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-5}
 ITERS=${ITERS:-10}
-SMALL_ITERS=${SMALL_ITERS:-100}
+SMALL_ITERS=${SMALL_ITERS:-300}
 WARMUP=${WARMUP:-3}
 FACTOR=${FACTOR:-2}
 RATE=${RATE:-2gbit}
@@ -128,10 +129,17 @@ section_sweep() {
     for a in $ALGOS; do
         tags+=("$a")
     done
-    # Sizes up to 32 KiB take ~2-7 ms a call here, so ITERS calls would be
-    # a few scheduler slices: they get SMALL_ITERS. Each round starts the
-    # variants at a different one, so none always runs first.
+    # Sizes up to 256 KiB take ~1.5-10 ms a call here, so ITERS calls
+    # would be a few scheduler slices, and one run's time per call swings
+    # 2x from the next (8 ranks and their proxy and socket threads on 2
+    # cores): they get SMALL_ITERS, and the medians need 5 rounds or more.
+    # Each round starts the variants at a different one, so none always
+    # runs first.
     local small=(-n "$SMALL_ITERS" -w "$((SMALL_ITERS / 10 + 1))" -c 1) i k
+    local split=8
+    while ((split * FACTOR <= 262144)); do
+        split=$((split * FACTOR))
+    done
     for ((r = 1; r <= ROUNDS; r++)); do
         for ((i = 0; i < ${#tags[@]}; i++)); do
             a=${tags[$(((i + r - 1) % ${#tags[@]}))]}
@@ -139,9 +147,9 @@ section_sweep() {
             [[ $a == tuner ]] || envs=(CCL_ALGO="$a")
             for k in small large; do
                 if [[ $k == small ]]; then
-                    run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e 32K -f "$FACTOR" "${small[@]}"
+                    run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e "$split" -f "$FACTOR" "${small[@]}"
                 else
-                    run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b "$((32768 * FACTOR))" -e 64M -f "$FACTOR" "${perf_args[@]}"
+                    run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b "$((split * FACTOR))" -e 64M -f "$FACTOR" "${perf_args[@]}"
                 fi
             done
         done

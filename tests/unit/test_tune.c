@@ -12,6 +12,11 @@
  *     algorithms beyond; recursive doubling (or a tree) for small calls on
  *     many nodes; hierarchical allreduce for large calls on 2 nodes over a
  *     slow network, at least 1.4x cheaper than the ring there;
+ *   - on nodes whose cores are shared (fake nodes on one machine), the
+ *     picks measured on 4 nodes x 2 ranks on the 2-core VM: the
+ *     hierarchical ring for 8-64 B (one slice in flight), recursive
+ *     doubling from 512 B to 256 KiB, hierarchical from 2 MiB; and that
+ *     the network's CPU cost only counts where cores are shared;
  *   - CCL_ALGO: lists, ^ exclusion, per-collective entries, unknown names
  *     and prefixes, and what the pick does when nothing allowed applies;
  *   - costs are finite, positive and grow with the size.
@@ -197,13 +202,64 @@ static void test_multi_node_picks(void **state)
     assert_int_not_equal(pick(&m, SCHED_BROADCAST, 8), ALGO_ONESHOT);
 }
 
+/* 4 fake nodes x 2 ranks on the 2-core VM, as comm init sees them: half a
+ * core per node, shm hops 10 us, net hops 150 us, 10 Gbit/s, 1 MiB slots. */
+static void model_shared(tune_model_t *m, double cores)
+{
+    sched_layout_t lay;
+    tune_links_t l = {.shm_bw = 5, .shm_lat = 10, .net_bw = 1.125, .net_lat = 150, .cores = cores,
+                      .slot_bytes = MiB, .board_bytes = 0};
+    assert_int_equal(tune_layout_blocked(8, 4, &lay), CCL_SUCCESS);
+    assert_int_equal(tune_model_init(m, &l, 8, &lay), CCL_SUCCESS);
+    tune_layout_free(&lay);
+}
+
+static void test_shared_cores_picks(void **state)
+{
+    (void)state;
+    tune_model_t m;
+    model_shared(&m, 0.5);
+    /* perf/RESULTS.md, "The tuner": the fastest forced algorithm at each
+     * size of the sweep (hier and ring within a few % at 8-64 B). */
+    static const struct { size_t size; algo_t algo; } want[] = {
+        {8, ALGO_HIER},          {64, ALGO_HIER},       {512, ALGO_RD},       {4 * KiB, ALGO_RD},
+        {32 * KiB, ALGO_RD},     {256 * KiB, ALGO_RD},  {2 * MiB, ALGO_HIER}, {16 * MiB, ALGO_HIER},
+        {64 * MiB, ALGO_HIER},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        algo_t a = pick(&m, SCHED_ALLREDUCE, want[i].size);
+        if (a != want[i].algo) {
+            printf("%zu B: picked %s, measured best %s\n", want[i].size, tune_algo_name(a),
+                   tune_algo_name(want[i].algo));
+            fail();
+        }
+    }
+    /* 8 bytes: one slice goes round the ring (7 network hops, one after
+     * another), while recursive doubling has all 8 ranks send across
+     * nodes at once; on shared cores the ring is the cheaper. */
+    double ring = tune_cost(&m, SCHED_ALLREDUCE, ALGO_RING, 8, 0);
+    double rd = tune_cost(&m, SCHED_ALLREDUCE, ALGO_RD, 8, 0);
+    assert_true(ring < rd);
+    /* ... but with all 8 parts full (512 B) the ring has 14 slices per
+     * node where rd has 2 exchanges: rd by far. */
+    assert_true(tune_cost(&m, SCHED_ALLREDUCE, ALGO_RD, 512, 0) * 2 <
+                tune_cost(&m, SCHED_ALLREDUCE, ALGO_RING, 512, 0));
+    /* With a core per thread the network's CPU cost does not count: the
+     * hops' latency sets the order again, and rd, with two of them, wins. */
+    model_shared(&m, 0);
+    assert_int_equal(pick(&m, SCHED_ALLREDUCE, 8), ALGO_RD);
+    assert_true(tune_cost(&m, SCHED_ALLREDUCE, ALGO_RD, 8, 0) < 400);
+}
+
 static void test_costs_sane(void **state)
 {
     (void)state;
     static const int layouts[][2] = {{2, 1}, {3, 1}, {8, 1}, {4, 2}, {8, 4}, {7, 3}, {16, 16}, {64, 8}};
-    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+    /* Cores 0: one per rank; 0.5: shared, the network's CPU cost counts. */
+    for (size_t l = 0; l < 2 * sizeof layouts / sizeof layouts[0]; l++) {
         tune_model_t m;
-        model(&m, layouts[l][0], layouts[l][1], 1, 20);
+        model(&m, layouts[l / 2][0], layouts[l / 2][1], 1, 20);
+        m.link.cores = l % 2 ? 0.5 : 0;
         for (int c = 0; c < SCHED_NUM_COLLS; c++)
             for (int a = 0; a < ALGO_COUNT; a++) {
                 double prev = 0;
@@ -214,9 +270,9 @@ static void test_costs_sane(void **state)
                         continue; /* runs only when forced: not modelled */
                     double t = tune_cost(&m, (sched_coll_t)c, (algo_t)a, size, 0);
                     if (!isfinite(t) || t <= 0 || t < prev * 0.999) {
-                        printf("%d ranks %d nodes %s %s %zu B: cost %g after %g\n", layouts[l][0],
-                               layouts[l][1], sched_coll_name((sched_coll_t)c), tune_algo_name((algo_t)a), size,
-                               t, prev);
+                        printf("%d ranks %d nodes %g cores %s %s %zu B: cost %g after %g\n",
+                               layouts[l / 2][0], layouts[l / 2][1], m.link.cores,
+                               sched_coll_name((sched_coll_t)c), tune_algo_name((algo_t)a), size, t, prev);
                         fail();
                     }
                     prev = t;
@@ -357,6 +413,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_shape),      cmocka_unit_test(test_applies),
         cmocka_unit_test(test_single_host_picks), cmocka_unit_test(test_multi_node_picks),
+        cmocka_unit_test(test_shared_cores_picks),
         cmocka_unit_test(test_costs_sane),        cmocka_unit_test(test_parse_algo),
         cmocka_unit_test(test_pick_allowed),      cmocka_unit_test(test_text),
     };
