@@ -342,6 +342,18 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
             -x CCL_VERIFY \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"
     done
+    # One socket and no helper threads: the proxy moves the data inside its
+    # own plugin calls and must not sleep while any is in flight (it once
+    # waited for a doorbell nobody rang, and every call hung).
+    net_port=$((net_port + 1))
+    PERF_INPLACE_NA=1 POST_CHECK=check_perf_output \
+        run_test "net/ccl-perf-nodes[0,1,0,1,inline-io]" mp \
+        env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        HOSTMAP=0,1,0,1 CCL_COMM_ID="127.0.0.1:$net_port" CCL_NSOCKS_PERTHREAD=1 CCL_SOCKET_NTHREADS=0 \
+        CCL_TIMEOUT=60 \
+        mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_COMM_ID -x CCL_NSOCKS_PERTHREAD -x CCL_SOCKET_NTHREADS \
+        -x CCL_TIMEOUT \
+        tests/net/fake_node.sh "$BUILD/bin/ccl-perf" -m host -b 8 -e 16M -f 16 -n 2 -w 1 -C all -c 1 -r -1
     for bin in "${mpi_bins[@]}"; do
         run_test "net/$(basename "$bin")-nodes[0,1,0]" mpi \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \

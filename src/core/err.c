@@ -8,6 +8,7 @@
 #include <string.h>
 
 static __thread char err_msg[1024];
+static __thread int err_is_expected;
 
 static const char *const err_strings[CCL_NUM_RESULTS] = {
     [CCL_SUCCESS] = "no error",
@@ -61,7 +62,7 @@ ccl_result_t err_set(ccl_result_t code, const char *fmt, ...)
                        code == CCL_ERR_INVALID_OP || code == CCL_ERR_INVALID_RANK ||
                        code == CCL_ERR_COUNT_OVERFLOW || code == CCL_ERR_INPLACE_LAYOUT ||
                        code == CCL_ERR_UNSUPPORTED;
-    if (caller_error)
+    if (caller_error || err_is_expected)
         LOG_INFO(SUB_ALL, "%s (%s)", err_msg, ccl_get_error_string(code));
     else
         LOG_WARN(SUB_ALL, "%s (%s)", err_msg, ccl_get_error_string(code));
@@ -89,3 +90,10 @@ void err_prefix(const char *fmt, ...)
 
 const char *err_message(void) { return err_msg; }
 void err_clear(void) { err_msg[0] = '\0'; }
+
+int err_expected(int on)
+{
+    int was = err_is_expected;
+    err_is_expected = on;
+    return was;
+}

@@ -25,6 +25,10 @@ void err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* This thread's current message. */
 const char *err_message(void);
 void err_clear(void);
+/* While on, this thread's err_set logs runtime failures at INFO instead of
+ * WARN: for code that expects them (a peer that closed first at destroy).
+ * Returns the previous setting. */
+int err_expected(int on);
 
 #define CCL_TRY(call)                                                              \
     do {                                                                           \

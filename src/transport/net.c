@@ -29,14 +29,16 @@
  *
  * Sleeping. With nothing to do the proxy sleeps on one process-wide
  * doorbell that the executor rings when it posts or frees a net slot and
- * the built-in socket plugin rings when a request completes. Third-party
- * plugins cannot ring it, so with one of those the proxy also looks every
- * few milliseconds.
+ * the built-in socket plugin's helper threads ring when a request
+ * completes. Third-party plugins cannot ring it, and without helpers
+ * (CCL_SOCKET_NTHREADS=0) the socket plugin moves data only inside our own
+ * calls, so then the proxy also looks every few milliseconds.
  */
 #include "transport/net.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "transport/net_plugin.h"
+#include "transport/net_socket.h"
 
 #include <ctype.h>
 #include <pthread.h>
@@ -53,6 +55,13 @@
  * every connection: notices to peers that read go out in microseconds;
  * this only bounds the wait on peers that do not (a cut link). */
 #define NET_FAREWELL_NS (250ull * 1000000ull)
+/* How long a connection that failed under us waits for a notice before it
+ * fails the comm with its own message. A peer that fails sends its notice,
+ * then closes all its connections; closing one it still had data to read
+ * on resets it, and we may see that reset before we have read the notice
+ * on another connection. The notice names the cause (a dead rank behind
+ * that peer), the reset only the peer. */
+#define NET_NOTICE_GRACE_NS (200ull * 1000000ull)
 
 static _Atomic uint32_t net_bell, net_bell_waiters;
 
@@ -94,6 +103,7 @@ struct net {
     uint32_t nslots;
     size_t slot_size;
     int spin, yield;
+    int poll_plugin;         /* nothing rings the doorbell when a request completes: look every few ms */
     pthread_t thread;
     int thread_started;
     _Atomic int stop;        /* net_destroy: say goodbye, then exit */
@@ -106,6 +116,8 @@ struct net {
     char err[NET_ERR_MAX];   /* written once, before failed is set */
     char root[NET_ERR_MAX];  /* what our notices say: err, or the notice that caused it */
     uint64_t farewell_since; /* proxy's: when it began telling its peers */
+    char pending[NET_ERR_MAX]; /* proxy's: a connection's failure, waiting out NET_NOTICE_GRACE_NS */
+    uint64_t pending_since;    /* proxy's: 0 when none */
     int closed;              /* proxy's: the plugin comms are closed */
 };
 
@@ -134,12 +146,33 @@ static void net_fail(net_t *net, const char *root, const char *fmt, ...)
         shm_conn_poison(&net->conns[i].end, NULL);
 }
 
+/* A connection failed: it is done with, and its message becomes the comm's
+ * failure unless a notice arrives first (net_fail_pending). */
 static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const char *what)
 {
     net_plugin_error(net->plugin, code);
     c->broken = 1;
-    net_fail(net, NULL, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
+    if (net->pending_since || atomic_load(&net->failed))
+        return;
+    snprintf(net->pending, sizeof net->pending, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
              net_peer_host(net, c->peer), err_message());
+    net->pending_since = wait_now_ns();
+    LOG_INFO(SUB_NET, "net: %s (waiting briefly for a notice that says why)", net->pending);
+}
+
+/* The pending failure becomes the comm's once its grace is over, or at once
+ * when no connection is left that could still bring a notice. */
+static void net_fail_pending(net_t *net)
+{
+    if (!net->pending_since || atomic_load(&net->failed))
+        return;
+    int listening = 0;
+    for (int i = 0; i < net->nconns && !listening; i++) {
+        const net_conn_t *c = &net->conns[i];
+        listening = !c->is_send && !c->broken && c->farewell < 2;
+    }
+    if (!listening || wait_now_ns() - net->pending_since > NET_NOTICE_GRACE_NS)
+        net_fail(net, NULL, "%s", net->pending);
 }
 
 static void net_close_comms(net_t *net)
@@ -259,6 +292,8 @@ destroyed:
 static int net_progress(net_t *net, net_conn_t *c)
 {
     int events = 0, r;
+    if (c->broken)
+        return 0;
     /* Sends: every slot the executor posted. Receives: every free slot. */
     uint32_t limit = shm_peer_count(&c->end) + (c->is_send ? 0 : net->nslots);
     while (!c->bye && c->posted != limit && (r = net_post_slot(net, c)) != 0) {
@@ -322,10 +357,12 @@ static int net_say_goodbye(net_t *net, net_conn_t *c, const char *note, size_t l
 
 /* Destroy: every slot the executor posted has left, then a goodbye with an
  * empty trailer tells each peer we are done (not failed). Returns the
- * connections still busy. */
+ * connections still busy. A peer that destroyed its comm first has closed
+ * its end, and our goodbye to it fails: that is no news, so not a WARN. */
 static int net_goodbye(net_t *net)
 {
     int pending = 0;
+    int was = err_expected(1);
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         if (!c->is_send)
@@ -335,6 +372,7 @@ static int net_goodbye(net_t *net)
         else
             pending += !net_say_goodbye(net, c, NULL, 0);
     }
+    err_expected(was);
     return pending;
 }
 
@@ -360,8 +398,9 @@ static ccl_result_t net_sleep_check(void *arg, uint64_t waited_ns)
     (void)waited_ns;
     if (atomic_load(&net->stop) || atomic_load(&net->poison))
         return CCL_ERR_ABORTED;
-    /* Only the built-in plugin rings the doorbell on completions. */
-    return net->plugin->dl ? CCL_IN_PROGRESS : CCL_SUCCESS;
+    /* Only the built-in plugin rings the doorbell on completions, and only
+     * when helper threads move its data. */
+    return net->poll_plugin ? CCL_IN_PROGRESS : CCL_SUCCESS;
 }
 
 static void *net_proxy_main(void *arg)
@@ -387,11 +426,13 @@ static void *net_proxy_main(void *arg)
         }
         int events = 0;
         if (!atomic_load(&net->failed)) {
-            for (int i = 0; i < net->nconns && events >= 0; i++) {
-                net_conn_t *c = &net->conns[i];
-                int e = net_progress(net, c);
-                events = e < 0 ? -1 : events + e;
+            /* A connection that fails leaves the others going: one of
+             * them may bring the notice that says why. */
+            for (int i = 0; i < net->nconns && !atomic_load(&net->failed); i++) {
+                int e = net_progress(net, &net->conns[i]);
+                events += e > 0 ? e : 0;
             }
+            net_fail_pending(net);
         }
         if (atomic_load(&net->failed) && !net->closed) {
             /* Tell the peers why, then close: they fail now, not at their
@@ -419,6 +460,11 @@ static void *net_proxy_main(void *arg)
         }
         if (events > 0)
             continue;
+        if (net->pending_since && !atomic_load(&net->failed)) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         wait_policy_t pol = {net_sleep_check, net, net->spin, net->yield};
         wait_change(&net_bell, seen, &net_bell_waiters, &pol);
         if (atomic_load(&net->failed) && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
@@ -622,6 +668,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     }
     net->nconns = 2 * nremote;
     CCL_TRY(net_plugin_get(&net->plugin));
+    net->poll_plugin = net->plugin->dl || net_socket_inline_io();
     const ccl_net_v1_t *fn = net_fns(net);
     if (net->plugin->ndev < 1)
         CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: net plugin %s found no network device (check CCL_SOCKET_IFNAME), "

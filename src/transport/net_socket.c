@@ -153,6 +153,13 @@ static void net_sock_layout(int *nsocks, int *nthreads)
     *nthreads = (int)thr;
 }
 
+int net_socket_inline_io(void)
+{
+    int nsocks = 0, nthreads = 0;
+    net_sock_layout(&nsocks, &nthreads);
+    return nthreads == 0;
+}
+
 /* "rank 3 at 10.0.0.2:41000", or the address alone without a rank. */
 static void net_sock_describe(char *buf, size_t len, int rank, const sock_addr_t *addr)
 {

@@ -87,5 +87,9 @@ int net_sock_silence_s(void);
  * created after the call (tests and net-bench compare layouts in one
  * process; params are read once). -1 leaves a value to its param. */
 void net_socket_set_layout(int nsocks_per_thread, int nthreads);
+/* 1 when connections created now move their data only inside the caller's
+ * isend/irecv/test (CCL_SOCKET_NTHREADS=0): nothing rings the net doorbell
+ * on completions, so a caller must not sleep on it while data is in flight. */
+int net_socket_inline_io(void);
 
 #endif
