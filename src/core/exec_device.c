@@ -228,8 +228,14 @@ out:
     if (done) {
         res = dev_event_sync(done);
         ccl_result_t broken = (ccl_result_t)atomic_load(&comm->broken_code);
-        if (res == CCL_SUCCESS && broken != CCL_SUCCESS)
-            res = err_set(broken, "%s", comm->last_error);
+        if (res == CCL_SUCCESS && broken != CCL_SUCCESS) {
+            /* Under the lock, which the watch holds when it writes it. */
+            char why[COMM_ERR_MAX];
+            pthread_mutex_lock(&comm->exec_lock);
+            snprintf(why, sizeof why, "%s", comm->last_error);
+            pthread_mutex_unlock(&comm->exec_lock);
+            res = err_set(broken, "%s", why);
+        }
         /* A peer that failed released its waits, and what its GPU then
          * sent on may have completed our call with garbage before our
          * watch looked: its reason is in our connections by then. (Only

@@ -30,7 +30,6 @@
 #include "core/err.h"
 #include "core/log.h"
 
-#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
