@@ -30,9 +30,11 @@
  * Sleeping. With nothing to do the proxy sleeps on one process-wide
  * doorbell that the executor rings when it posts or frees a net slot and
  * the built-in socket plugin's helper threads ring when a request
- * completes. Third-party plugins cannot ring it, and without helpers
+ * completes. Third-party plugins cannot ring it, so with one of those the
+ * proxy also looks every few milliseconds. Without helpers
  * (CCL_SOCKET_NTHREADS=0) the socket plugin moves data only inside our own
- * calls, so then the proxy also looks every few milliseconds.
+ * calls; then the proxy sleeps in poll() on the sockets that wait and on an
+ * eventfd that the doorbell also rings (net_poll_sleep).
  */
 #include "transport/net.h"
 #include "core/err.h"
@@ -41,13 +43,16 @@
 #include "transport/net_socket.h"
 
 #include <ctype.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NET_HELLO_TAG 0xffffffffu
 #define NET_ERR_MAX 512
@@ -62,13 +67,28 @@
  * on another connection. The notice names the cause (a dead rank behind
  * that peer), the reset only the peer. */
 #define NET_NOTICE_GRACE_NS (200ull * 1000000ull)
+/* A proxy asleep in poll() looks at its state at least this often. */
+#define NET_POLL_MS 5
 
 static _Atomic uint32_t net_bell, net_bell_waiters;
+/* Proxies that sleep in poll() on their sockets (CCL_SOCKET_NTHREADS=0)
+ * hear the doorbell through this eventfd, written only while one sleeps. */
+static int net_bell_fd = -1;
+static _Atomic uint32_t net_bell_pollers;
+static pthread_once_t net_bell_fd_once = PTHREAD_ONCE_INIT;
+
+static void net_bell_fd_open(void) { net_bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
 void net_activity_bump(void)
 {
     atomic_fetch_add_explicit(&net_bell, 1, memory_order_seq_cst);
     wait_wake(&net_bell, &net_bell_waiters);
+    if (atomic_load_explicit(&net_bell_pollers, memory_order_seq_cst)) {
+        uint64_t one = 1;
+        if (write(net_bell_fd, &one, sizeof one) < 0) {
+            /* EAGAIN: the counter is saturated, the sleeper wakes anyway. */
+        }
+    }
 }
 
 /* One direction of the connection to one peer, as the proxy sees it. */
@@ -103,7 +123,9 @@ struct net {
     uint32_t nslots;
     size_t slot_size;
     int spin, yield;
-    int poll_plugin;         /* nothing rings the doorbell when a request completes: look every few ms */
+    int poll_plugin;         /* a third-party plugin, which cannot ring the doorbell: look every few ms */
+    int inline_io;           /* ... because the socket plugin moves data only in our calls: sleep in poll() */
+    struct pollfd *pfds;     /* inline_io: the bell's eventfd, then the sockets that wait */
     pthread_t thread;
     int thread_started;
     _Atomic int stop;        /* net_destroy: say goodbye, then exit */
@@ -398,9 +420,32 @@ static ccl_result_t net_sleep_check(void *arg, uint64_t waited_ns)
     (void)waited_ns;
     if (atomic_load(&net->stop) || atomic_load(&net->poison))
         return CCL_ERR_ABORTED;
-    /* Only the built-in plugin rings the doorbell on completions, and only
-     * when helper threads move its data. */
+    /* Only the built-in plugin rings the doorbell on completions. */
     return net->poll_plugin ? CCL_IN_PROGRESS : CCL_SUCCESS;
+}
+
+/* CCL_SOCKET_NTHREADS=0: nobody else moves our sockets, so we sleep until
+ * one of them can move, or the doorbell rings (an executor posted, a
+ * destroy or abort began). Same handshake as a futex sleep: we count
+ * ourselves in, then look at the bell, and a ringer bumps the bell, then
+ * looks for sleepers; one of us sees the other. */
+static void net_poll_sleep(net_t *net, uint32_t seen)
+{
+    int n = 0;
+    net->pfds[n++] = (struct pollfd){net_bell_fd, POLLIN, 0};
+    for (int i = 0; i < net->nconns; i++) {
+        net_conn_t *c = &net->conns[i];
+        if (c->pcomm && !c->broken)
+            n += net_socket_pollfds(c->pcomm, net->pfds + n, NET_SOCK_MAX_SOCKS);
+    }
+    atomic_fetch_add_explicit(&net_bell_pollers, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&net_bell, memory_order_seq_cst) == seen)
+        poll(net->pfds, (nfds_t)n, NET_POLL_MS);
+    atomic_fetch_sub_explicit(&net_bell_pollers, 1, memory_order_seq_cst);
+    uint64_t drain;
+    if ((net->pfds[0].revents & POLLIN) && read(net_bell_fd, &drain, sizeof drain) < 0) {
+        /* EAGAIN: another proxy drained it; each re-reads the bell anyway. */
+    }
 }
 
 static void *net_proxy_main(void *arg)
@@ -463,6 +508,10 @@ static void *net_proxy_main(void *arg)
         if (net->pending_since && !atomic_load(&net->failed)) {
             struct timespec ts = {0, 100000};
             nanosleep(&ts, NULL);
+            continue;
+        }
+        if (net->inline_io && !atomic_load(&net->failed)) {
+            net_poll_sleep(net, seen);
             continue;
         }
         wait_policy_t pol = {net_sleep_check, net, net->spin, net->yield};
@@ -668,7 +717,15 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     }
     net->nconns = 2 * nremote;
     CCL_TRY(net_plugin_get(&net->plugin));
-    net->poll_plugin = net->plugin->dl || net_socket_inline_io();
+    net->inline_io = !net->plugin->dl && net_socket_inline_io();
+    net->poll_plugin = net->plugin->dl != NULL;
+    if (net->inline_io) {
+        pthread_once(&net_bell_fd_once, net_bell_fd_open);
+        net->pfds = calloc((size_t)net->nconns * NET_SOCK_MAX_SOCKS + 1, sizeof *net->pfds);
+        if (net_bell_fd < 0 || !net->pfds)
+            CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: cannot set up the net proxy's poll (CCL_SOCKET_NTHREADS=0): %s", rank,
+                     net_bell_fd < 0 ? "no eventfd" : "out of memory");
+    }
     const ccl_net_v1_t *fn = net_fns(net);
     if (net->plugin->ndev < 1)
         CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: net plugin %s found no network device (check CCL_SOCKET_IFNAME), "
@@ -691,7 +748,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         shm_conn_t *exec_end = c->is_send ? &send_conns[c->peer] : &recv_conns[c->peer];
-        CCL_TRY(shm_conn_create_local(exec_end, &c->end, c->is_send, nslots, slot_size, &net_bell, &net_bell_waiters));
+        CCL_TRY(shm_conn_create_local(exec_end, &c->end, c->is_send, nslots, slot_size, net_activity_bump));
     }
     int rc = pthread_create(&net->thread, NULL, net_proxy_main, net);
     if (rc != 0)
@@ -769,5 +826,6 @@ void net_destroy(net_t *net)
     for (int i = 0; i < net->nconns; i++)
         free(net->conns[i].note_own);
     free(net->conns);
+    free(net->pfds);
     free(net);
 }

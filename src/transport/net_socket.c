@@ -160,6 +160,8 @@ int net_socket_inline_io(void)
     return nthreads == 0;
 }
 
+int net_socket_pollfds(void *comm, struct pollfd *pfds, int max) { return net_sock_comm_pollfds(comm, pfds, max); }
+
 /* "rank 3 at 10.0.0.2:41000", or the address alone without a rank. */
 static void net_sock_describe(char *buf, size_t len, int rank, const sock_addr_t *addr)
 {

@@ -91,5 +91,11 @@ void net_socket_set_layout(int nsocks_per_thread, int nthreads);
  * isend/irecv/test (CCL_SOCKET_NTHREADS=0): nothing rings the net doorbell
  * on completions, so a caller must not sleep on it while data is in flight. */
 int net_socket_inline_io(void);
+/* For such a connection (comm: a send or recv comm of this plugin), the
+ * sockets that wait for the kernel (room to send, data to read), at most
+ * max of them, as pollfds: a caller with nothing to do sleeps in poll() on
+ * them. Returns how many; 0 for a connection with helper threads. */
+struct pollfd;
+int net_socket_pollfds(void *comm, struct pollfd *pfds, int max);
 
 #endif

@@ -528,6 +528,19 @@ out:
 
 int net_sock_comm_is_send(const net_sock_comm_t *c) { return c->is_send; }
 
+int net_sock_comm_pollfds(const net_sock_comm_t *c, struct pollfd *pfds, int max)
+{
+    int n = 0;
+    if (c->nthreads > 0 || atomic_load_explicit(&c->failed, memory_order_acquire))
+        return 0;
+    /* The caller's last calls moved every socket as far as it could go:
+     * one with a message in progress waits for the kernel. */
+    for (int j = 0; j < c->nsocks && n < max; j++)
+        if (c->socks[j].req && !c->socks[j].eof)
+            pfds[n++] = (struct pollfd){c->socks[j].fd, c->is_send ? POLLOUT : POLLIN, 0};
+    return n;
+}
+
 const char *net_sock_comm_peer(const net_sock_comm_t *c) { return c->peer; }
 
 ccl_result_t net_sock_post(net_sock_comm_t *c, void *data, size_t size, uint32_t tag,

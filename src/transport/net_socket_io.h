@@ -48,6 +48,10 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int n
 /* Stops the helpers, closes the sockets, frees the comm and its requests. */
 void net_sock_comm_destroy(net_sock_comm_t *comm);
 int net_sock_comm_is_send(const net_sock_comm_t *comm);
+/* CCL_SOCKET_NTHREADS=0: the sockets with a message in progress, which
+ * only the kernel can move on (net_socket_pollfds). */
+struct pollfd;
+int net_sock_comm_pollfds(const net_sock_comm_t *comm, struct pollfd *pfds, int max);
 const char *net_sock_comm_peer(const net_sock_comm_t *comm);
 
 /* Posts a send (size bytes) or a receive (up to size bytes). *req is NULL

@@ -210,7 +210,7 @@ out:
 
 ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, int exec_sends,
                                    uint32_t nslots, size_t slot_size,
-                                   _Atomic uint32_t *doorbell, _Atomic uint32_t *doorbell_waiters)
+                                   void (*doorbell)(void))
 {
     size_t slots_offset = 0;
     size_t len = shm_map_len(nslots, slot_size, &slots_offset);
@@ -234,12 +234,11 @@ ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, 
     f->slot_size = slot_size;
     f->slots_offset = slots_offset;
     atomic_store(&f->magic, SHM_MAGIC);
-    shm_conn_t view = {f, len, (char *)map + slots_offset, nslots, slot_size, 0, 0, 1, NULL, NULL};
+    shm_conn_t view = {f, len, (char *)map + slots_offset, nslots, slot_size, 0, 0, 1, NULL};
     *exec_end = view;
     *proxy_end = view;
     exec_end->is_sender = exec_sends;
     exec_end->doorbell = doorbell;
-    exec_end->doorbell_waiters = doorbell_waiters;
     proxy_end->is_sender = !exec_sends;
     proxy_end->map_len = 0; /* the executor's end owns the mapping */
     return CCL_SUCCESS;
@@ -248,10 +247,8 @@ ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, 
 /* The executor's end of a net FIFO tells the proxy it has work. */
 static void shm_ring_doorbell(shm_conn_t *conn)
 {
-    if (conn->doorbell) {
-        atomic_fetch_add_explicit(conn->doorbell, 1, memory_order_seq_cst);
-        wait_wake(conn->doorbell, conn->doorbell_waiters);
-    }
+    if (conn->doorbell)
+        conn->doorbell();
 }
 
 ccl_result_t shm_name_check(const char *name, size_t len, const char *from)

@@ -50,7 +50,7 @@ typedef struct {
      * net proxy thread, which moves the slots over the network. Nothing may
      * go by reference over it, and each post rings the proxy's doorbell. */
     int via_net;
-    _Atomic uint32_t *doorbell, *doorbell_waiters;
+    void (*doorbell)(void);
 } shm_conn_t;
 
 /* A fresh random segment name: prefix followed by 128 random bits. */
@@ -74,11 +74,11 @@ ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name);
 void shm_conn_prefault(shm_conn_t *conn);
 /* Both ends of a FIFO in private memory of this process, for a connection
  * whose far end is the network: the executor uses one end (exec_sends says
- * which), the net proxy thread the other. Posts on the executor's end bump
- * *doorbell (and wake its sleepers) so the proxy notices new work. */
+ * which), the net proxy thread the other. Posts on the executor's end call
+ * doorbell so the proxy notices new work. */
 ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, int exec_sends,
                                    uint32_t nslots, size_t slot_size,
-                                   _Atomic uint32_t *doorbell, _Atomic uint32_t *doorbell_waiters);
+                                   void (*doorbell)(void));
 /* Removes the name; the mapping stays valid. Safe to call twice. */
 void shm_name_unlink(const char *name);
 /* A segment name received from a peer (len bytes): only a name that
