@@ -12,7 +12,8 @@
 #   stream  2 nodes x 1 rank, links unlimited: ccl-perf allgather of 64 MiB
 #           against one plain TCP stream between the same nodes (net-bench's
 #           reference stream), and against two at once, one each way (what a
-#           2-rank allgather does: both directions carry data together)
+#           2-rank allgather does: both directions carry data together); ccl
+#           also without socket helper threads (CCL_SOCKET_NTHREADS=0)
 #
 # Everything is launched as on a cluster: mpirun -H node1:m,node2:m,... from
 # node1, ranks from Open MPI's environment, CCL_COMM_ID at node1's address.
@@ -214,6 +215,12 @@ section_stream() {
     local r
     for ((r = 1; r <= ROUNDS; r++)); do
         run_variant ccl-allgather 1,1 -- "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
+        # No socket helper threads: the proxy does the socket I/O itself,
+        # one thread hand-off fewer per message on each side.
+        run_variant ccl-inline-1 1,1 CCL_SOCKET_NTHREADS=0 CCL_NSOCKS_PERTHREAD=1 -- \
+            "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
+        run_variant ccl-inline-2 1,1 CCL_SOCKET_NTHREADS=0 CCL_NSOCKS_PERTHREAD=2 -- \
+            "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
         tcp_stream
         tcp_stream_bidir
     done
@@ -222,6 +229,8 @@ section_stream() {
         { bw[$1] = $5 }
         END {
             show("ccl allgather busbw (64 MiB, 2 ranks)", "ccl-allgather")
+            show("  the same, no helper threads, 1 socket", "ccl-inline-1")
+            show("  the same, no helper threads, 2 sockets", "ccl-inline-2")
             show("one TCP stream (4 MiB messages)", "tcp-stream")
             show("two TCP streams, one each way (per direction)", "tcp-bidir")
             show("net plugin alone (net-bench)", "net-plugin")
