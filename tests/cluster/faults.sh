@@ -198,6 +198,8 @@ check_rank() {
         passed=$((passed + 1))
     else
         echo "FAIL  $part: rank $r: $why"
+        # Its error first: a CI log may show only the first lines.
+        [[ -n "$line" ]] && echo "    its error: ${line#* | }" | cut -c1-600
         sed 's/^/    /' "$log" | tail -n 15 | cut -c1-400
         failed=$((failed + 1))
     fi
