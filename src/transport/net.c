@@ -72,7 +72,9 @@
 
 static _Atomic uint32_t net_bell, net_bell_waiters;
 /* Proxies that sleep in poll() on their sockets (CCL_SOCKET_NTHREADS=0)
- * hear the doorbell through this eventfd, written only while one sleeps. */
+ * hear the doorbell through this eventfd, written only while one sleeps.
+ * Like the doorbell it is one per process: opened with the first such
+ * proxy and kept, since any executor thread may ring it at any time. */
 static int net_bell_fd = -1;
 static _Atomic uint32_t net_bell_pollers;
 static pthread_once_t net_bell_fd_once = PTHREAD_ONCE_INIT;
