@@ -305,12 +305,25 @@ static int init_all_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
-int main(void)
+/* argv: rank counts (default 1 to 3). */
+int main(int argc, char **argv)
 {
     /* No CUDA call before the ranks are forked. */
-    int failed = 0;
-    for (int n = 1; n <= 3; n++)
-        failed += tst_run_ranks("gpu_stream", n, tst_timeout(120), stream_body, NULL) != 0;
+    int failed = 0, counts[TST_MAX_RANKS], ncounts = 0;
+    for (int i = 1; i < argc && ncounts < TST_MAX_RANKS; i++) {
+        int n = atoi(argv[i]);
+        if (n < 1 || n > TST_MAX_RANKS) {
+            fprintf(stderr, "usage: %s [rank count 1..%d ...]\n", argv[0], TST_MAX_RANKS);
+            return 2;
+        }
+        counts[ncounts++] = n;
+    }
+    for (int n = 1; ncounts == 0 && n <= 3; n++)
+        counts[n - 1] = n;
+    if (ncounts == 0)
+        ncounts = 3;
+    for (int i = 0; i < ncounts; i++)
+        failed += tst_run_ranks("gpu_stream", counts[i], tst_timeout(120), stream_body, NULL) != 0;
     failed += tst_run_ranks("gpu_stream_init_all", 1, tst_timeout(60), init_all_body, NULL) != 0;
     printf("test_gpu_stream: %s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
