@@ -197,6 +197,14 @@ static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->net_zero_copy_threshold = (size_t)param_int(PARAM_NET_ZERO_COPY_THRESHOLD);
     LOG_INFO(SUB_INIT, "rank %d/%d ready: %d nodes, %d local ranks (local rank %d), %u slots of %zu bytes, spin %d",
              comm->rank, comm->nranks, comm->layout.nnodes, comm->nlocal, comm->local_rank, comm->nslots, comm->slot_size, comm->spin);
+    /* ccl's GPU kernels, before any call of ours can hold a stream
+     * (kernels_cuda.h, dev_cuda_load_kernels): only in a process that uses
+     * CUDA already, so host-only users never start it. A failure here
+     * fails no host call; the first device-buffer call reports it. */
+    if (dev_cuda_loaded() && dev_kernels_ready() != CCL_SUCCESS) {
+        LOG_WARN(SUB_INIT, "rank %d: %s; calls on device buffers will fail", comm->rank, err_message());
+        err_clear();
+    }
 out:
     return res;
 }

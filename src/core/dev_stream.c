@@ -131,6 +131,7 @@ static int dstream_is_device(const void *p, size_t bytes)
 
 ccl_result_t dstream_classify(coll_args_t *a, ccl_stream_t stream, const char *name)
 {
+    ccl_result_t res = CCL_SUCCESS;
     const char *why = "";
     int cuda = dstream_is_cuda(stream);
     a->dev_send = a->dev_recv = a->dev_premul = 0;
@@ -145,7 +146,12 @@ ccl_result_t dstream_classify(coll_args_t *a, ccl_stream_t stream, const char *n
     if ((a->dev_send || a->dev_recv || a->dev_premul) && stream && !cuda)
         return err_set(CCL_ERR_INVALID_USAGE, "%s: device buffers on a ccl host stream: pass a cudaStream_t "
                        "(or NULL to block)", name);
-    return CCL_SUCCESS;
+    /* Where the comm was made before the process used CUDA: loaded at the
+     * first device-buffer call, before it queues anything. */
+    if (a->dev_send || a->dev_recv || a->dev_premul)
+        CCL_TRY(dev_kernels_ready());
+out:
+    return res;
 }
 
 static int dstream_any_device(const coll_args_t *calls, int ncalls)

@@ -46,6 +46,18 @@ DEV_CUDA_COPY_KERNEL(4, unsigned int)
 DEV_CUDA_COPY_KERNEL(2, unsigned short)
 DEV_CUDA_COPY_KERNEL(1, unsigned char)
 
+extern "C" ccl_result_t dev_cuda_load_copy_kernels(void)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    CCL_TRY(dev_cuda_load((const void *)dev_k_copy16, "dev_k_copy16"));
+    CCL_TRY(dev_cuda_load((const void *)dev_k_copy8, "dev_k_copy8"));
+    CCL_TRY(dev_cuda_load((const void *)dev_k_copy4, "dev_k_copy4"));
+    CCL_TRY(dev_cuda_load((const void *)dev_k_copy2, "dev_k_copy2"));
+    CCL_TRY(dev_cuda_load((const void *)dev_k_copy1, "dev_k_copy1"));
+out:
+    return res;
+}
+
 extern "C" ccl_result_t dev_cuda_copy(void *dst, void *dst2, const void *src, size_t bytes, void *stream)
 {
     if (bytes == 0)

@@ -411,6 +411,33 @@ int dev_current_device(void)
     return dev;
 }
 
+/* Devices whose kernels are loaded, a bit each (dev_kernels_ready); the
+ * lock only keeps two threads from loading the same device twice. */
+#define DEV_LOADED_MAX 64
+static uint64_t dev_loaded;
+static pthread_mutex_t dev_load_lock = PTHREAD_MUTEX_INITIALIZER;
+
+ccl_result_t dev_kernels_ready(void)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    int dev = dev_current_device();
+    if (dev < 0 || dev >= DEV_LOADED_MAX)
+        return CCL_SUCCESS; /* no GPU: nothing to load; past 64 devices: loaded lazily, as CUDA does */
+    uint64_t bit = (uint64_t)1 << dev;
+    if (__atomic_load_n(&dev_loaded, __ATOMIC_ACQUIRE) & bit)
+        return CCL_SUCCESS;
+    pthread_mutex_lock(&dev_load_lock);
+    if (!(dev_loaded & bit)) {
+        res = dev_cuda_load_kernels();
+        if (res == CCL_SUCCESS) {
+            __atomic_or_fetch(&dev_loaded, bit, __ATOMIC_RELEASE);
+            LOG_INFO(SUB_ALL, "GPU %d: ccl's kernels loaded", dev);
+        }
+    }
+    pthread_mutex_unlock(&dev_load_lock);
+    return res;
+}
+
 int dev_stream_device(void *stream)
 {
     int dev = -1;
@@ -540,6 +567,8 @@ int dev_peer_reachable(int dev, int peer)
 }
 
 int dev_current_device(void) { return -1; }
+
+ccl_result_t dev_kernels_ready(void) { return CCL_SUCCESS; }
 
 int dev_stream_device(void *stream)
 {

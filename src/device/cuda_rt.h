@@ -107,6 +107,12 @@ int dev_peer_reachable(int dev, int peer);
 
 /* The calling thread's current device, -1 when CUDA is not usable. */
 int dev_current_device(void);
+/* ccl's kernels loaded on the current device, once per device and
+ * process (dev_cuda_load_kernels of kernels_cuda.h says why): before ccl
+ * queues anything of its own on a stream there. CCL_SUCCESS at once after
+ * the first time; host-only builds and processes without a usable GPU
+ * have nothing to load. */
+ccl_result_t dev_kernels_ready(void);
 /* The device a stream belongs to (cudaStreamGetDevice), -1 on failure
  * (message set). */
 int dev_stream_device(void *stream);

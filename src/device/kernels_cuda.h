@@ -64,6 +64,15 @@ ccl_result_t dev_cuda_copy(void *dst, void *dst2, const void *src, size_t bytes,
  * writes (pinned, mapped host memory), has reached target: seen as
  * serial numbers, (int32_t)(*flag - target) >= 0. */
 ccl_result_t dev_cuda_wait_flag(volatile uint32_t *flag, uint32_t target, void *stream);
+/* Loads every kernel above on the current device now. CUDA loads kernels
+ * lazily by default (CUDA_MODULE_LOADING=LAZY, since 12.2), at their first
+ * launch, and loading may synchronise the whole context: a first launch
+ * queued while a stream of the process is held (a staged call's hold
+ * waiting for its worker, a user's host function) then waits for that
+ * stream, which may wait for the caller, forever. Seen on an H200: a
+ * P2P call's first kernel behind a held stream never returned. Callers go
+ * through dev_kernels_ready (cuda_rt.h), once per device. */
+ccl_result_t dev_cuda_load_kernels(void);
 
 #ifdef __cplusplus
 }

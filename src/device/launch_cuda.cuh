@@ -59,4 +59,22 @@ static inline ccl_result_t dev_cuda_launched(const char *what)
                    cudaGetErrorName(e));
 }
 
+/* Loads one kernel on the current device: cudaFuncGetAttributes does
+ * (kernels_cuda.h, dev_cuda_load_kernels, says why ccl loads them early). */
+static inline ccl_result_t dev_cuda_load(const void *kernel, const char *name)
+{
+    struct cudaFuncAttributes at;
+    cudaError_t e = cudaFuncGetAttributes(&at, kernel);
+    if (e == cudaSuccess)
+        return CCL_SUCCESS;
+    cudaGetLastError();
+    return err_set(CCL_ERR_CUDA, "loading the GPU kernel %s failed: %s (%s)", name, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
+/* The kernels of copy_cuda.cu and wait_cuda.cu (reduce_cuda.cu's
+ * dev_cuda_load_kernels loads them with its own). */
+extern "C" ccl_result_t dev_cuda_load_copy_kernels(void);
+extern "C" ccl_result_t dev_cuda_load_wait_kernel(void);
+
 #endif

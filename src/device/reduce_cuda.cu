@@ -21,6 +21,7 @@
 #include "device/launch_cuda.cuh"
 #include "device/reduce_ops.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* Everything a kernel needs, passed by value (kernel parameter space). */
@@ -186,6 +187,26 @@ static_assert(CCL_INT8 == 0 && CCL_UINT8 == 1 && CCL_INT32 == 2 && CCL_UINT32 ==
 static_assert(CCL_SUM == 0 && CCL_PROD == 1 && CCL_MAX == 2 && CCL_MIN == 3, "the kernel table follows ccl_redop_t");
 
 static const size_t dev_cuda_sizes[CCL_NUM_DTYPES] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+/* For messages: the kernels' names, in the table's order. */
+static const char *const dev_cuda_op_names[4] = {"sum", "prod", "max", "min"};
+static const char *const dev_cuda_type_names[CCL_NUM_DTYPES] = {"i8",  "u8",  "i32",  "u32",  "i64",  "u64",
+                                                               "f16", "f32", "f64", "bf16", "e4m3", "e5m2"};
+
+extern "C" ccl_result_t dev_cuda_load_kernels(void)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    char name[64];
+    for (int t = 0; t < CCL_NUM_DTYPES; t++)
+        for (int op = 0; op < 4; op++) {
+            snprintf(name, sizeof name, "dev_k_reduce_%s_%s", dev_cuda_op_names[op], dev_cuda_type_names[t]);
+            CCL_TRY(dev_cuda_load((const void *)dev_cuda_kernels[t][op], name));
+        }
+    CCL_TRY(dev_cuda_load_copy_kernels());
+    CCL_TRY(dev_cuda_load_wait_kernel());
+out:
+    return res;
+}
 
 extern "C" ccl_result_t dev_cuda_reduce(const dev_cuda_reduce_t *r, void *stream)
 {

@@ -25,6 +25,11 @@ extern "C" __global__ void dev_k_wait_flag(volatile uint32_t *flag, uint32_t tar
     __threadfence_system();
 }
 
+extern "C" ccl_result_t dev_cuda_load_wait_kernel(void)
+{
+    return dev_cuda_load((const void *)dev_k_wait_flag, "dev_k_wait_flag");
+}
+
 extern "C" ccl_result_t dev_cuda_wait_flag(volatile uint32_t *flag, uint32_t target, void *stream)
 {
     dev_k_wait_flag<<<1, 1, 0, (cudaStream_t)stream>>>(flag, target);

@@ -17,18 +17,39 @@
  * What a GPU would refuse is refused at the launch: a pointer the GPU
  * cannot reach (pageable host memory: the kernel would fault) and one not
  * aligned to its element (a misaligned-address fault).
+ *
+ * Loading is CUDA's too. CUDA loads a kernel at its first launch unless it
+ * was loaded before (CUDA_MODULE_LOADING=LAZY, the default since 12.2),
+ * and loading may synchronise the context; the mock takes the worst case:
+ * a kernel's first launch on a device, and dev_cuda_load_kernels when it
+ * loads anything, first wait for every stream of the device to drain
+ * (cudaDeviceSynchronize). A launch behind a held stream then hangs here
+ * as it did on an H200. CUDA_MODULE_LOADING=EAGER loads everything at the
+ * first launch or load, as CUDA does at start.
  */
 #include "core/err.h"
 #include "device/kernels_cuda.h"
 #include "device/reduce.h"
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define MOCK_K_CHUNK 4096 /* elements reduced per pass through the buffer */
+
+/* Kernel numbers for loading: the reductions [dtype][op slot], the copy
+ * kernels by unit width (16, 8, 4, 2, 1 bytes), the hold. */
+#define MOCK_K_REDUCE(t, slot) ((t) * 4 + (slot))
+#define MOCK_K_COPY(w) (CCL_NUM_DTYPES * 4 + (w))
+#define MOCK_K_WAIT (CCL_NUM_DTYPES * 4 + 5)
+#define MOCK_K_COUNT (MOCK_K_WAIT + 1)
+#define MOCK_K_DEVICES 64
+
+static pthread_mutex_t mock_k_load_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned char mock_k_loaded[MOCK_K_DEVICES][MOCK_K_COUNT];
 
 typedef struct {
     dev_cuda_reduce_t r;
@@ -60,6 +81,34 @@ static ccl_result_t mock_k_check(const char *kernel, const char *what, const voi
     if ((uintptr_t)p % align != 0)
         return err_set(CCL_ERR_CUDA, "%s: %s %p is not aligned to its %zu-byte elements (misaligned address)", kernel,
                        what, p, align);
+    return CCL_SUCCESS;
+}
+
+/* Kernel k (or all of them, k < 0) loaded on the current device; loading
+ * anything first synchronises the device, as CUDA may. */
+static void mock_k_load(int k)
+{
+    int dev = 0, sync = 0;
+    const char *mode = getenv("CUDA_MODULE_LOADING");
+    int eager = mode && strcmp(mode, "EAGER") == 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= MOCK_K_DEVICES) {
+        cudaGetLastError();
+        return;
+    }
+    pthread_mutex_lock(&mock_k_load_lock);
+    for (int i = 0; i < MOCK_K_COUNT; i++)
+        if ((k < 0 || i == k || eager) && !mock_k_loaded[dev][i]) {
+            mock_k_loaded[dev][i] = 1;
+            sync = !eager;
+        }
+    pthread_mutex_unlock(&mock_k_load_lock);
+    if (sync)
+        cudaDeviceSynchronize();
+}
+
+ccl_result_t dev_cuda_load_kernels(void)
+{
+    mock_k_load(-1);
     return CCL_SUCCESS;
 }
 
@@ -122,6 +171,7 @@ ccl_result_t dev_cuda_reduce(const dev_cuda_reduce_t *r, void *stream)
     k.r.avg_ranks = r->op == CCL_AVG ? r->avg_ranks : 0;
     if (r->premul)
         memcpy(k.premul, r->premul, esz);
+    mock_k_load(MOCK_K_REDUCE((int)r->dtype, r->op == CCL_AVG ? CCL_SUM : (int)r->op));
     res = mock_k_launch("dev_cuda_reduce", stream, mock_k_reduce, &k, sizeof k, MOCK_K_CHUNK * esz);
 out:
     return res;
@@ -148,6 +198,10 @@ ccl_result_t dev_cuda_copy(void *dst, void *dst2, const void *src, size_t bytes,
     if (dst2)
         CCL_TRY(mock_k_check("dev_cuda_copy", "the second destination", dst2, 1));
     mock_k_copy_t k = {dst, dst2, src, bytes};
+    /* copy_cuda.cu's choice of kernel: the widest unit every address allows. */
+    uintptr_t bits = (uintptr_t)dst | (uintptr_t)src | (dst2 ? (uintptr_t)dst2 : 0);
+    int w = bits % 16 == 0 ? 0 : bits % 8 == 0 ? 1 : bits % 4 == 0 ? 2 : bits % 2 == 0 ? 3 : 4;
+    mock_k_load(MOCK_K_COPY(w));
     res = mock_k_launch("dev_cuda_copy", stream, mock_k_copy, &k, sizeof k, 0);
 out:
     return res;
@@ -173,6 +227,7 @@ ccl_result_t dev_cuda_wait_flag(volatile uint32_t *flag, uint32_t target, void *
     ccl_result_t res = CCL_SUCCESS;
     CCL_TRY(mock_k_check("dev_cuda_wait_flag", "the flag", (const void *)flag, sizeof *flag));
     mock_k_wait_t k = {flag, target};
+    mock_k_load(MOCK_K_WAIT);
     res = mock_k_launch("dev_cuda_wait_flag", stream, mock_k_wait_flag, &k, sizeof k, 0);
 out:
     return res;
