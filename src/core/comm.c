@@ -145,10 +145,12 @@ static void comm_free(struct ccl_comm *comm)
     shm_peer_cache_close(&comm->peer_maps);
     bs_close(&comm->bs);
     sched_free(&comm->sched);
+    sched_free(&comm->p2p_sched);
     free(comm->eng_arena);
     redop_free(comm);
     free(comm->scratch);
     pthread_mutex_destroy(&comm->exec_lock);
+    pthread_mutex_destroy(&comm->p2p_queue_lock);
     pthread_mutex_destroy(&comm->bs_lock);
     pthread_mutex_destroy(&comm->redop_lock);
     pthread_mutex_destroy(&comm->pending_lock);
@@ -219,6 +221,7 @@ ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_
     comm->nranks = nranks;
     comm->bs.listen_fd = comm->bs.next_fd = comm->bs.prev_fd = -1;
     pthread_mutex_init(&comm->exec_lock, NULL);
+    pthread_mutex_init(&comm->p2p_queue_lock, NULL);
     pthread_mutex_init(&comm->bs_lock, NULL);
     pthread_mutex_init(&comm->redop_lock, NULL);
     pthread_mutex_init(&comm->pending_lock, NULL);

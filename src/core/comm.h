@@ -41,7 +41,9 @@ typedef struct {
 
 /* The P2P transport of a communicator (connect_p2p.c), set up at its first
  * device-buffer call that may use it (under bs_lock); used under
- * exec_lock once state is UP (state itself is read atomically). Only the ring
+ * exec_lock once state is UP (state itself is read atomically), except
+ * that a call's queueing (the conns' positions, done) is under
+ * p2p_queue_lock. Only the ring
  * neighbours' connections exist: every schedule the device executor runs
  * (ring, chain) receives from rank-1 and sends to rank+1. */
 enum { COMM_P2P_UNTRIED = 0, COMM_P2P_UP, COMM_P2P_OFF };
@@ -103,7 +105,11 @@ struct ccl_comm {
     int broken;                /* an earlier collective failed mid-way */
     _Atomic int broken_code;   /* ... with this result (ccl_comm_get_async_error) */
 
-    comm_p2p_t p2p;            /* under exec_lock */
+    comm_p2p_t p2p;            /* under exec_lock; the P2P queues under p2p_queue_lock */
+    /* Queueing a P2P call's work on its stream (exec_device.c says why not
+     * under exec_lock); taken with exec_lock held, never the other way. */
+    pthread_mutex_t p2p_queue_lock;
+    sched_t p2p_sched;         /* reused schedule storage, under p2p_queue_lock */
 
     _Atomic int aborted;
     pthread_mutex_t pending_lock;

@@ -169,6 +169,7 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
     void *s = (void *)stream; /* NULL: the legacy default stream, then wait */
     uint64_t seq = 0;
     void *done = NULL;
+    int locked = 0, queueing = 0; /* exec_lock, p2p_queue_lock held */
     *taken = 0;
     int device = s ? dev_stream_device(s) : dev_current_device();
     /* A stream of another device than the current one: the staged path
@@ -180,10 +181,12 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
     if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == COMM_P2P_UNTRIED &&
         (res = connect_p2p(comm, device)) != CCL_SUCCESS) {
         pthread_mutex_lock(&comm->exec_lock);
+        locked = 1;
         *taken = 1;
         goto out;
     }
     pthread_mutex_lock(&comm->exec_lock);
+    locked = 1;
     if (atomic_load(&comm->aborted))
         CCL_FAIL(CCL_ERR_ABORTED, "the communicator was aborted");
     if (comm->broken)
@@ -198,13 +201,28 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
     *taken = 1;
     seq = ++comm->seq;
     coll_enter(comm, &a, seq);
-    CCL_TRY(exec_device_schedule(comm, &a, &comm->sched));
+    /* The queueing under p2p_queue_lock alone, taken before exec_lock is
+     * let go so that calls queue in the order of their numbers. A launch
+     * blocks while the stream's queue is full (CUDA holds about a thousand
+     * entries; a 1 GiB call queues several per MiB), and the stream may be
+     * held by a staged call of this comm whose worker needs exec_lock to run
+     * it: holding exec_lock here would deadlock. The watch (watch_p2p.c)
+     * needs exec_lock too, to let the waits go when a peer dies while we are
+     * blocked here. */
+    pthread_mutex_lock(&comm->p2p_queue_lock);
+    queueing = 1;
+    pthread_mutex_unlock(&comm->exec_lock);
+    locked = 0;
+    CCL_TRY(exec_device_schedule(comm, &a, &comm->p2p_sched));
     /* After the comm's previous P2P call, whichever stream it went on. */
-    if (p->done)
+    if (p->done) {
         CCL_TRY(dev_stream_wait_event(s, p->done));
-    else
-        CCL_TRY(dev_event_create(&p->done));
-    CCL_TRY(exec_device_queue(comm, &a, &comm->sched, s));
+    } else {
+        void *ev = NULL;
+        CCL_TRY(dev_event_create(&ev));
+        __atomic_store_n(&p->done, ev, __ATOMIC_RELEASE); /* the watch reads it under exec_lock */
+    }
+    CCL_TRY(exec_device_queue(comm, &a, &comm->p2p_sched, s));
     CCL_TRY(dev_event_record(p->done, s));
     atomic_fetch_add(&exec_device_calls, 1);
     LOG_TRACE(SUB_P2P, "%s #%llu: %zu x %s on stream %p, P2P (%s)", sched_coll_name(a.coll), (unsigned long long)seq,
@@ -213,14 +231,20 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
     if (!s)
         done = p->done;
 out:
+    if (queueing)
+        pthread_mutex_unlock(&comm->p2p_queue_lock);
     if (res != CCL_SUCCESS && *taken) {
         /* Part of the call may be queued, and peers wait on it: the comm
          * is broken, and the streams are let go. */
+        if (!locked)
+            pthread_mutex_lock(&comm->exec_lock); /* after the queue lock: exec_lock comes first */
+        locked = 1;
         comm->broken = 1;
         atomic_store(&comm->broken_code, res);
         connect_poison(comm, err_message());
     }
-    pthread_mutex_unlock(&comm->exec_lock);
+    if (locked)
+        pthread_mutex_unlock(&comm->exec_lock);
     /* NULL stream: blocks, after exec_lock (the legacy stream may wait for
      * staged work whose worker needs it). If a peer fails meanwhile, the
      * watch (watch_p2p.c) breaks the comm and lets the GPU finish: the

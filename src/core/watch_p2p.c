@@ -39,7 +39,9 @@
 static void watch_look(struct ccl_comm *comm)
 {
     comm_p2p_t *p = &comm->p2p;
-    if (!p->done || dev_event_done(p->done) != 0)
+    /* Written under p2p_queue_lock, which a call holds while it queues. */
+    void *done = __atomic_load_n(&p->done, __ATOMIC_ACQUIRE);
+    if (!done || dev_event_done(done) != 0)
         return; /* nothing queued, or all of it finished (or the query failed: the next call says so) */
     if (!comm->broken && !atomic_load(&comm->aborted)) {
         ccl_result_t res = exec_local_failure(comm, 0, comm->nranks - 1, 1, "run P2P work on the GPU");

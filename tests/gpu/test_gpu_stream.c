@@ -14,8 +14,16 @@
  *   refused    device buffers on a ccl host stream: CCL_ERR_INVALID_USAGE;
  *   blocking   device buffers with the NULL stream: done when it returns;
  *   init_all   two ranks in one process (ccl_comm_init_all), one thread,
- *              a CUDA stream each: queued calls of both ranks complete.
+ *              a CUDA stream each: queued calls of both ranks complete;
+ *   deep       (2 and 3 ranks, 8 KiB P2P slices, in a process of its own
+ *              run first) a staged alltoall, then a
+ *              16 MiB allreduce over P2P, on one stream held upstream: the
+ *              allreduce queues more work than CUDA's launch queue holds
+ *              behind the alltoall's hold, so queueing blocks until the
+ *              stream moves, which takes the alltoall's worker; it must not
+ *              need anything the blocked call holds.
  */
+#include "core/comm.h"
 #include "device/cuda_rt.h"
 #include "test_common.h"
 #include "test_launch.h"
@@ -27,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define COUNT 100003 /* odd: no whole number of vectors */
@@ -242,6 +251,65 @@ static int stream_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
+/* ---- deep: a P2P call queued behind a staged one ------------------------------------ */
+
+#define DEEP_A2A 1000                  /* floats per peer */
+#define DEEP_COUNT ((size_t)4 << 20)   /* 16 MiB of floats: ~2000 slices of 8 KiB on 2 ranks */
+
+static void *deep_opener(void *arg)
+{
+    usleep(300 * 1000); /* long enough for the allreduce to fill the stream's queue */
+    gate_open(arg);
+    return NULL;
+}
+
+static int deep_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    int n = ctx->nranks;
+    setup_device(ctx);
+    cudaStream_t s;
+    GPU_RANK_OK(ctx, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_set_case(ctx, "deep");
+    float *send = device_floats(ctx, (size_t)n * DEEP_A2A, (float)ctx->rank, s), *recv = NULL;
+    float *big = device_floats(ctx, DEEP_COUNT, (float)ctx->rank, s);
+    GPU_RANK_OK(ctx, cudaMalloc((void **)&recv, (size_t)n * DEEP_A2A * sizeof *recv));
+    gate_t g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    GPU_RANK_OK(ctx, cudaLaunchHostFunc(s, gate_wait, &g));
+    pthread_t opener;
+    if (pthread_create(&opener, NULL, deep_opener, &g) != 0)
+        tst_fatal(ctx, "deep: pthread_create failed");
+    unsigned long before = atomic_load(&exec_device_calls);
+    TST_CCL(ctx, comm, ccl_alltoall(send, recv, DEEP_A2A, CCL_FLOAT32, comm, (ccl_stream_t)s));
+    unsigned long staged = atomic_load(&exec_device_calls) - before;
+    TST_CCL(ctx, comm, ccl_allreduce(big, big, DEEP_COUNT, CCL_FLOAT32, CCL_SUM, comm, (ccl_stream_t)s));
+    unsigned long p2p = atomic_load(&exec_device_calls) - before - staged;
+    pthread_join(opener, NULL);
+    GPU_RANK_OK(ctx, cudaStreamSynchronize(s));
+    if (staged != 0 || p2p != 1)
+        tst_fail(ctx, "deep: the alltoall must stage and the allreduce go over P2P (device executor calls "
+                 "+%lu, +%lu): the case tests nothing", staged, p2p);
+    /* recv[j][i] is rank j's send[rank][i] = j + (rank * DEEP_A2A + i) % 1000. */
+    float *h = malloc((size_t)n * DEEP_A2A * sizeof *h);
+    GPU_RANK_OK(ctx, cudaMemcpy(h, recv, (size_t)n * DEEP_A2A * sizeof *h, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < DEEP_A2A; i++)
+            bad += h[(size_t)j * DEEP_A2A + i] != (float)j + (float)((ctx->rank * DEEP_A2A + i) % 1000);
+    free(h);
+    if (bad)
+        tst_fail(ctx, "deep: %zu wrong alltoall elements", bad);
+    if ((bad = count_wrong(ctx, big, DEEP_COUNT, (float)n, rank_sum(n))) != 0)
+        tst_fail(ctx, "deep: %zu wrong allreduce elements", bad);
+    tst_comm_destroy(ctx, comm);
+    cudaFree(send);
+    cudaFree(recv);
+    cudaFree(big);
+    cudaStreamDestroy(s);
+    return 0;
+}
+
 /* Two ranks in this process, one thread: their queued calls must not wait
  * for each other's workers. */
 static int init_all_body(tst_ctx_t *ctx, void *arg)
@@ -322,6 +390,24 @@ int main(int argc, char **argv)
         counts[n - 1] = n;
     if (ncounts == 0)
         ncounts = 3;
+    /* deep first, in a child with small P2P slots: ccl reads its parameters
+     * once per process, so the setting must come before any ccl call. */
+    pid_t deep = fork();
+    if (deep < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (deep == 0) {
+        int deep_failed = 0;
+        setenv("CCL_P2P_BUFFSIZE", "64K", 1);
+        for (int i = 0; i < ncounts; i++)
+            if (counts[i] >= 2)
+                deep_failed += tst_run_ranks("gpu_stream_deep", counts[i], tst_timeout(120), deep_body, NULL) != 0;
+        _exit(deep_failed ? 1 : 0);
+    }
+    int status = 0;
+    if (waitpid(deep, &status, 0) != deep || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        failed++;
     for (int i = 0; i < ncounts; i++)
         failed += tst_run_ranks("gpu_stream", counts[i], tst_timeout(120), stream_body, NULL) != 0;
     failed += tst_run_ranks("gpu_stream_init_all", 1, tst_timeout(60), init_all_body, NULL) != 0;

@@ -16,6 +16,13 @@
  * streams included), and work queued on a blocking stream waits for the
  * legacy stream's. Non-blocking streams are ordered with neither.
  *
+ * A stream's queue is bounded, as CUDA's is: queueing onto a stream with
+ * MOCKCUDA_QUEUE_DEPTH operations unfinished (default 1024, about what
+ * CUDA's launch queue holds; 0 for no bound) blocks the calling thread
+ * until the stream moves on. Code that queues much work behind a held
+ * stream, while the holder waits for that thread, deadlocks here as it
+ * would on a GPU.
+ *
  * A destroyed stream finishes its queue and its thread exits; the small
  * stream record is kept (never freed) so that late waits on it and device
  * synchronisation stay valid, and its handle is refused from then on.
@@ -33,6 +40,7 @@ struct mock_stream {
     unsigned flags;
     int legacy;
     int destroyed;
+    pthread_t worker;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     mock_op_t *head, *tail;
@@ -82,19 +90,26 @@ static void mock_op_run(mock_op_t *op)
     }
 }
 
+/* A non-negative number from the environment, read once into *cache
+ * (-1 until then); dflt when unset. */
+static long mock_env_once(long *cache, const char *name, long dflt)
+{
+    long v = __atomic_load_n(cache, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *s = getenv(name);
+        v = s && *s ? strtol(s, NULL, 10) : dflt;
+        __atomic_store_n(cache, v > 0 ? v : 0, __ATOMIC_RELAXED);
+    }
+    return v > 0 ? v : 0;
+}
+
 /* MOCKCUDA_JITTER_US=n: each operation starts after a random 0..n us, so
  * that work of different streams interleaves in ways a fast, idle machine
  * rarely shows (a race between streams then shows as wrong results). */
 static long mock_jitter_us(void)
 {
     static long jitter = -1;
-    long j = __atomic_load_n(&jitter, __ATOMIC_RELAXED);
-    if (j < 0) {
-        const char *v = getenv("MOCKCUDA_JITTER_US");
-        j = v && *v ? strtol(v, NULL, 10) : 0;
-        __atomic_store_n(&jitter, j > 0 ? j : 0, __ATOMIC_RELAXED);
-    }
-    return j;
+    return mock_env_once(&jitter, "MOCKCUDA_JITTER_US", 0);
 }
 
 static void *mock_worker(void *arg)
@@ -146,6 +161,7 @@ static cudaError_t mock_stream_new(int device, unsigned flags, int legacy, mock_
         free(s);
         return cudaErrorMemoryAllocation;
     }
+    s->worker = t;
     /* Called with mock_streams_lock held. */
     s->next = mock_streams;
     mock_streams = s;
@@ -212,9 +228,30 @@ static void mock_depend(mock_stream_t *s, mock_op_t **list)
 
 static int mock_blocking(const mock_stream_t *s) { return !s->legacy && !(s->flags & cudaStreamNonBlocking); }
 
+static uint32_t mock_queue_depth(void)
+{
+    static long depth = -1;
+    return (uint32_t)mock_env_once(&depth, "MOCKCUDA_QUEUE_DEPTH", 1024);
+}
+
+/* A full stream blocks whoever queues onto it, except its own worker (the
+ * mock's internal operations). */
+static void mock_stream_room(mock_stream_t *s)
+{
+    uint32_t depth = mock_queue_depth();
+    if (depth == 0 || pthread_equal(pthread_self(), s->worker))
+        return;
+    pthread_mutex_lock(&s->lock);
+    uint32_t enq = s->enq;
+    pthread_mutex_unlock(&s->lock);
+    if (enq - __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) >= depth)
+        mock_stream_wait_ticket(s, enq - depth + 1);
+}
+
 void mock_stream_push(mock_stream_t *s, mock_op_t *op, uint32_t *ticket)
 {
     mock_op_t *deps = NULL;
+    mock_stream_room(s);
     pthread_mutex_lock(&mock_streams_lock);
     if (s->legacy) {
         for (mock_stream_t *y = mock_streams; y; y = y->next)
