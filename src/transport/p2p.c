@@ -128,7 +128,10 @@ void p2p_conn_release(p2p_conn_t *conn)
 {
     if (!conn->ctrl)
         return;
-    uint32_t ahead = conn->pos + P2P_RELEASE_AHEAD;
+    /* The watch thread calls this while a call may be queueing (pos moves
+     * under p2p_queue_lock only): an atomic read, and whatever it reads, the
+     * release is repeated until the GPU is done. */
+    uint32_t ahead = __atomic_load_n(&conn->pos, __ATOMIC_RELAXED) + P2P_RELEASE_AHEAD;
     __atomic_store_n(&conn->ctrl->tail, ahead, __ATOMIC_RELEASE);
     __atomic_store_n(&conn->ctrl->head, ahead, __ATOMIC_RELEASE);
 }
@@ -151,7 +154,7 @@ ccl_result_t p2p_recv_done(p2p_conn_t *conn, void *stream)
 {
     ccl_result_t res = dev_stream_write_word(conn->head_dev, conn->pos + 1, stream);
     if (res == CCL_SUCCESS)
-        conn->pos++;
+        __atomic_store_n(&conn->pos, conn->pos + 1, __ATOMIC_RELAXED);
     return res;
 }
 
@@ -159,6 +162,6 @@ ccl_result_t p2p_send_post(p2p_conn_t *conn, void *stream)
 {
     ccl_result_t res = dev_stream_write_word(conn->tail_dev, conn->pos + 1, stream);
     if (res == CCL_SUCCESS)
-        conn->pos++;
+        __atomic_store_n(&conn->pos, conn->pos + 1, __ATOMIC_RELAXED);
     return res;
 }

@@ -58,7 +58,7 @@ typedef struct {
     void *tail_dev, *head_dev; /* the counters' device addresses */
     uint32_t nslots;
     size_t slot_size;
-    uint32_t pos;        /* next slot number to queue */
+    uint32_t pos;        /* next slot number to queue (under p2p_queue_lock; read atomically by the release) */
     int is_sender;
     int ipc_opened;      /* sender: slots were opened with CUDA IPC (closed at the end) */
     int registered;      /* the page is registered with CUDA */
