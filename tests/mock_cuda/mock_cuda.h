@@ -137,6 +137,7 @@ typedef struct mock_op {
     uint32_t u32;
     unsigned mode;
     struct mock_event *event;
+    void *owned; /* freed after the operation ran (a staged copy's source) */
 } mock_op_t;
 
 typedef struct mock_stream mock_stream_t;

@@ -12,10 +12,13 @@
  * of a pointer that is no allocation's start.
  *
  * Copies follow CUDA's host-synchronisation rules, which matter to code
- * that overlaps work with them: a copy to or from pageable host memory
- * returns only when done (even cudaMemcpyAsync), cudaMemcpy between two
- * device buffers and cudaMemset of device memory return at once, and
- * cudaFree / cudaFreeHost first wait for the device's streams.
+ * that overlaps work with them: cudaMemcpyAsync from pageable host memory
+ * to the device copies the source into a staging buffer and returns at
+ * once (what the driver does with small copies; CUDA allows either), any
+ * other copy to or from pageable host memory returns only when done,
+ * cudaMemcpy between two device buffers and cudaMemset of device memory
+ * return at once, and cudaFree / cudaFreeHost first wait for the device's
+ * streams.
  */
 #include "mock_cuda.h"
 
@@ -371,8 +374,28 @@ static cudaError_t mock_copy(void *dst, const void *src, size_t n, enum cudaMemc
     MOCK_ENTER();
     mock_at_t dat = MOCK_AT_PAGEABLE, sat = MOCK_AT_PAGEABLE;
     cudaError_t e = mock_copy_check(dst, src, n, kind, &dat, &sat);
-    /* Pageable memory: CUDA stages it, so the call returns when the
-     * stream got there and the copy is done, async or not. */
+    /* Async from pageable host memory to the device: staged now, and the
+     * call does not wait for the stream (the caller may reuse src). */
+    if (e == cudaSuccess && !blocking && n > 0 && sat == MOCK_AT_PAGEABLE && dat != MOCK_AT_PAGEABLE) {
+        mock_stream_t *s = NULL;
+        if ((e = mock_stream_get(stream, &s)) != cudaSuccess)
+            return mock_err(e);
+        mock_op_t *op = mock_op_new(MOCK_OP_COPY);
+        void *staged = malloc(n);
+        if (!op || !staged) {
+            free(op);
+            free(staged);
+            return mock_err(cudaErrorMemoryAllocation);
+        }
+        memcpy(staged, src, n);
+        op->dst = dst;
+        op->src = op->owned = staged;
+        op->n = n;
+        mock_stream_push(s, op, NULL);
+        return cudaSuccess;
+    }
+    /* Other pageable copies: the call returns when the stream got there
+     * and the copy is done, async or not. */
     blocking = blocking || dat == MOCK_AT_PAGEABLE || sat == MOCK_AT_PAGEABLE;
     return mock_queue(e, MOCK_OP_COPY, dst, src, 0, n, stream, blocking);
 }

@@ -132,6 +132,7 @@ static void *mock_worker(void *arg)
         if (mock_jitter_us())
             usleep((useconds_t)(rand_r(&seed) % (mock_jitter_us() + 1)));
         mock_op_run(op);
+        free(op->owned);
         free(op);
         /* Everything the operation wrote is visible to whoever sees the
          * new count (release; waiters load with acquire). */
