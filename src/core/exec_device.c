@@ -203,9 +203,9 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
     coll_enter(comm, &a, seq);
     /* The queueing under p2p_queue_lock alone, taken before exec_lock is
      * let go so that calls queue in the order of their numbers. A launch
-     * blocks while the stream's queue is full (CUDA holds about a thousand
-     * entries; a 1 GiB call queues several per MiB), and the stream may be
-     * held by a staged call of this comm whose worker needs exec_lock to run
+     * blocks while the stream's queue is full (about a thousand entries,
+     * by the figure usually quoted; a 1 GiB call queues several per MiB),
+     * and the stream may be held by a staged call of this comm whose worker needs exec_lock to run
      * it: holding exec_lock here would deadlock. The watch (watch_p2p.c)
      * needs exec_lock too, to let the waits go when a peer dies while we are
      * blocked here. */
