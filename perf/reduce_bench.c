@@ -117,7 +117,8 @@ static void usage(const char *prog)
             "  -t  dtype: f32 bf16 f16 f64 e4m3 e5m2 i8 u8 i32 u32 i64 u64 (or ccl names);\n"
             "      repeatable; default f32, bf16, f16\n"
             "  -l  SIMD level: avx512 avx2 scalar; repeatable; default every level this CPU has\n"
-            "  -o  op: sum prod max min avg (default sum; avg times the reduce only)\n"
+            "  -o  op: sum prod max min avg (default sum; avg times the reduce only),\n"
+            "      premul (dst = b[0] * a: dev_premul) or div (avg's division of dst, in place)\n"
             "  -i  in place (dst = a)\n"
             "  -P  no MADV_HUGEPAGE\n",
             prog);
@@ -130,6 +131,7 @@ int main(int argc, char **argv)
     ccl_datatype_t types[MAX_TYPES];
     dev_simd_t levels[DEV_SIMD_NUM_LEVELS];
     ccl_redop_t op = CCL_SUM;
+    enum { MODE_REDUCE, MODE_PREMUL, MODE_DIV } mode = MODE_REDUCE;
     dev_simd_t best = dev_simd_best();
 
     while ((c = getopt(argc, argv, "s:n:t:l:o:iPh")) != -1) {
@@ -172,7 +174,11 @@ int main(int argc, char **argv)
             break;
         }
         case 'o':
-            if (parse_op(optarg, &op) != 0) {
+            if (strcmp(optarg, "premul") == 0)
+                mode = MODE_PREMUL;
+            else if (strcmp(optarg, "div") == 0)
+                mode = MODE_DIV;
+            else if (parse_op(optarg, &op) != 0) {
                 fprintf(stderr, "reduce-bench: bad op '%s'\n", optarg);
                 return 2;
             }
@@ -204,13 +210,15 @@ int main(int argc, char **argv)
     }
     double *tm = t, *tk = t + rounds; /* tk[(l * ntypes + k) * rounds + r] */
 
+    static const char *const mode_names[] = {"", "premul (dst = b[0] * a)", "avg's division (dst /= 7)"};
     printf("# reduce-bench: single thread, %zu bytes per buffer (a, b, dst), %s, %s%s\n", bytes,
-           dev_op_name(op), inplace ? "in place (dst = a)" : "out of place",
-           huge ? ", MADV_HUGEPAGE" : "");
+           mode == MODE_REDUCE ? dev_op_name(op) : mode_names[mode],
+           inplace ? "in place (dst = a)" : "out of place", huge ? ", MADV_HUGEPAGE" : "");
     printf("# median of %d rounds; a round times memcpy(dst, a) once, then each kernel once\n",
            rounds);
     printf("# GB/s = memory traffic / time / 1e9: memcpy 2 x bytes (read + write),\n"
-           "# reduce 3 x bytes (read a, read b, write dst); %%memcpy = ratio of the two\n");
+           "# reduce 3 x bytes (read a, read b, write dst), premul and div 2 x bytes;\n"
+           "# %%memcpy = ratio of the two\n");
     printf("# best SIMD level on this CPU: %s\n", dev_simd_name(best));
 
     for (int r = -1; r < rounds; r++) { /* round -1 warms up, untimed */
@@ -229,8 +237,15 @@ int main(int argc, char **argv)
                     fill(types[k], b, n, 0.5f);
                 }
                 void *dst = inplace ? a : d;
+                if (mode == MODE_DIV && (r < 0 || !inplace))
+                    memcpy(dst, b, bytes); /* values to divide; untimed */
                 t0 = bench_now();
-                dev_reduce(types[k], op, dst, NULL, a, b, n);
+                if (mode == MODE_PREMUL)
+                    dev_premul(types[k], dst, a, n, b); /* b[0]: 0.5 of the type */
+                else if (mode == MODE_DIV)
+                    dev_postop(types[k], CCL_AVG, dst, n, 7);
+                else
+                    dev_reduce(types[k], op, dst, NULL, a, b, n);
                 double dt = bench_now() - t0;
                 if (r >= 0)
                     tk[((size_t)l * ntypes + k) * rounds + r] = dt;
@@ -246,7 +261,7 @@ int main(int argc, char **argv)
         for (int k = 0; k < ntypes; k++) {
             double med = bench_median(tk + ((size_t)l * ntypes + k) * rounds, rounds);
             size_t n = bytes / dev_dtype_size(types[k]);
-            double gbs = 3.0 * (double)bytes / med / 1e9;
+            double gbs = (mode == MODE_REDUCE ? 3.0 : 2.0) * (double)bytes / med / 1e9;
             printf("%-8s %-12s %10.2f %8.1f%% %12.3f\n", dev_simd_name(levels[l]),
                    dev_dtype_name(types[k]), gbs, 100.0 * gbs / mc, (double)n / med / 1e9);
         }

@@ -6,8 +6,8 @@
  * reduce_ops.h, compiled three times: for baseline x86-64 (the portable
  * "scalar" level; the compiler may still use SSE2), for AVX2 and for
  * AVX-512, through per-function target attributes. The AVX2 and AVX-512
- * tables then take the hand-written float32/float16/bfloat16 kernels of
- * reduce_simd_x86.c. cpuid picks the best level the first time a kernel is
+ * tables then take the hand-written float kernels of reduce_simd_x86.c
+ * (float32, float16, bfloat16, float8). cpuid picks the best level the first time a kernel is
  * needed; dev_simd_force() overrides it for benchmarks and tests. Plain
  * target attributes (rather than target_clones) keep every level callable
  * on demand and build under clang and AddressSanitizer alike.
@@ -67,14 +67,14 @@ typedef void (*dev_premul_kernel_t)(void *dst, const void *src, size_t n, const 
     DEV_KERNEL(lvl, name, T, prod)                                                          \
     DEV_KERNEL(lvl, name, T, max)                                                           \
     DEV_KERNEL(lvl, name, T, min)                                                           \
-    DEV_TGT_##lvl static void k_div_##name##_##lvl(void *buf, size_t n, int nranks)         \
+    DEV_TGT_##lvl __attribute__((unused)) static void k_div_##name##_##lvl(void *buf, size_t n, int nranks)         \
     {                                                                                       \
         T *d = buf;                                                                         \
         for (size_t i = 0; i < n; i++)                                                      \
             d[i] = dev_div_##name(d[i], nranks);                                            \
     }                                                                                       \
-    DEV_TGT_##lvl static void k_premul_##name##_##lvl(void *dst, const void *src, size_t n, \
-                                                      const void *scalar)                   \
+    DEV_TGT_##lvl __attribute__((unused)) static void k_premul_##name##_##lvl(              \
+        void *dst, const void *src, size_t n, const void *scalar)                           \
     {                                                                                       \
         T *d = dst, s;                                                                      \
         const T *x = src;                                                                   \
@@ -115,30 +115,37 @@ typedef struct {
     {{k_sum_##name##_##lvl, k_prod_##name##_##lvl, k_max_##name##_##lvl, k_min_##name##_##lvl}, \
      k_div_##name##_##lvl, k_premul_##name##_##lvl}
 
-/* The generic row with the hand-written binary kernels of reduce_simd_x86.c. */
+/* float32: the hand-written binary kernels of reduce_simd_x86.c, the
+ * compiler's loops for div and premul. */
 #define DEV_ROW_SIMD(lvl, name)                                                             \
     {{dev_##lvl##_sum_##name, dev_##lvl##_prod_##name, dev_##lvl##_max_##name,              \
       dev_##lvl##_min_##name},                                                              \
      k_div_##name##_##lvl, k_premul_##name##_##lvl}
 
-#define DEV_TABLE(lvl, ROWF)                                                                \
+/* The narrow floats: every kernel hand-written. */
+#define DEV_ROW_NARROW(lvl, name)                                                           \
+    {{dev_##lvl##_sum_##name, dev_##lvl##_prod_##name, dev_##lvl##_max_##name,              \
+      dev_##lvl##_min_##name},                                                              \
+     dev_##lvl##_div_##name, dev_##lvl##_premul_##name}
+
+#define DEV_TABLE(lvl, ROWF, ROWN)                                                          \
     {                                                                                       \
         [CCL_INT8] = DEV_ROW(lvl, i8), [CCL_UINT8] = DEV_ROW(lvl, u8),                      \
         [CCL_INT32] = DEV_ROW(lvl, i32), [CCL_UINT32] = DEV_ROW(lvl, u32),                  \
         [CCL_INT64] = DEV_ROW(lvl, i64), [CCL_UINT64] = DEV_ROW(lvl, u64),                  \
-        [CCL_FLOAT16] = ROWF(lvl, f16), [CCL_FLOAT32] = ROWF(lvl, f32),                     \
-        [CCL_FLOAT64] = DEV_ROW(lvl, f64), [CCL_BFLOAT16] = ROWF(lvl, bf16),                \
-        [CCL_FLOAT8_E4M3] = DEV_ROW(lvl, e4m3), [CCL_FLOAT8_E5M2] = DEV_ROW(lvl, e5m2),     \
+        [CCL_FLOAT16] = ROWN(lvl, f16), [CCL_FLOAT32] = ROWF(lvl, f32),                     \
+        [CCL_FLOAT64] = DEV_ROW(lvl, f64), [CCL_BFLOAT16] = ROWN(lvl, bf16),                \
+        [CCL_FLOAT8_E4M3] = ROWN(lvl, e4m3), [CCL_FLOAT8_E5M2] = ROWN(lvl, e5m2),           \
     }
 
 static const dev_kernels_t dev_tables[DEV_SIMD_NUM_LEVELS][CCL_NUM_DTYPES] = {
-    [DEV_SIMD_SCALAR] = DEV_TABLE(scalar, DEV_ROW),
+    [DEV_SIMD_SCALAR] = DEV_TABLE(scalar, DEV_ROW, DEV_ROW),
 #if defined(DEV_HAVE_X86_SIMD)
-    [DEV_SIMD_AVX2] = DEV_TABLE(avx2, DEV_ROW_SIMD),
-    [DEV_SIMD_AVX512] = DEV_TABLE(avx512, DEV_ROW_SIMD),
+    [DEV_SIMD_AVX2] = DEV_TABLE(avx2, DEV_ROW_SIMD, DEV_ROW_NARROW),
+    [DEV_SIMD_AVX512] = DEV_TABLE(avx512, DEV_ROW_SIMD, DEV_ROW_NARROW),
 #else
-    [DEV_SIMD_AVX2] = DEV_TABLE(scalar, DEV_ROW),
-    [DEV_SIMD_AVX512] = DEV_TABLE(scalar, DEV_ROW),
+    [DEV_SIMD_AVX2] = DEV_TABLE(scalar, DEV_ROW, DEV_ROW),
+    [DEV_SIMD_AVX512] = DEV_TABLE(scalar, DEV_ROW, DEV_ROW),
 #endif
 };
 

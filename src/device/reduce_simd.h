@@ -3,10 +3,10 @@
  * reduce_simd_x86.c, which reduce_host.c puts in its AVX2 and AVX-512
  * tables in place of the compiler-vectorised loops.
  *
- * They cover the types whose speed matters most and that a compiler does
- * not vectorise by itself: float32 (plus non-temporal stores for large
- * outputs), float16 (F16C conversions) and bfloat16 (integer rounding), for
- * sum, prod, max and min. Each gives the same bits as the portable loop over
+ * They cover the types a compiler does not vectorise by itself: float32
+ * (plus non-temporal stores for large outputs), float16 (F16C conversions),
+ * bfloat16 and float8 (integer rounding), for sum, prod, max and min, and
+ * for the narrow floats also avg's division and premul. Each gives the same bits as the portable loop over
  * reduce_ops.h for every input; the unit tests compare them.
  */
 #ifndef CCL_DEVICE_REDUCE_SIMD_H
@@ -32,13 +32,25 @@
     void dev_##lvl##_max_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);  \
     void dev_##lvl##_min_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);
 
-DEV_SIMD_DECLARE(avx512, f32)
-DEV_SIMD_DECLARE(avx512, f16)
-DEV_SIMD_DECLARE(avx512, bf16)
-DEV_SIMD_DECLARE(avx2, f32)
-DEV_SIMD_DECLARE(avx2, f16)
-DEV_SIMD_DECLARE(avx2, bf16)
+/* avg's division and premul, for the narrow floats. */
+#define DEV_SIMD_DECLARE_UNARY(lvl, ty)                                                          \
+    void dev_##lvl##_div_##ty(void *buf, size_t n, int nranks);                                  \
+    void dev_##lvl##_premul_##ty(void *dst, const void *src, size_t n, const void *scalar);
 
+DEV_SIMD_DECLARE(avx512, f32)
+DEV_SIMD_DECLARE(avx2, f32)
+#define DEV_SIMD_DECLARE_NARROW(ty)                                                              \
+    DEV_SIMD_DECLARE(avx512, ty)                                                                 \
+    DEV_SIMD_DECLARE(avx2, ty)                                                                   \
+    DEV_SIMD_DECLARE_UNARY(avx512, ty)                                                           \
+    DEV_SIMD_DECLARE_UNARY(avx2, ty)
+DEV_SIMD_DECLARE_NARROW(f16)
+DEV_SIMD_DECLARE_NARROW(bf16)
+DEV_SIMD_DECLARE_NARROW(e4m3)
+DEV_SIMD_DECLARE_NARROW(e5m2)
+
+#undef DEV_SIMD_DECLARE_NARROW
+#undef DEV_SIMD_DECLARE_UNARY
 #undef DEV_SIMD_DECLARE
 #endif
 

@@ -1302,7 +1302,8 @@ static void test_simd_levels_large(void **state)
     (void)state;
     if (dev_simd_best() == DEV_SIMD_SCALAR)
         skip();
-    static const ccl_datatype_t dts[] = {CCL_FLOAT32, CCL_FLOAT16, CCL_BFLOAT16};
+    static const ccl_datatype_t dts[] = {CCL_FLOAT32, CCL_FLOAT16, CCL_BFLOAT16, CCL_FLOAT8_E4M3,
+                                         CCL_FLOAT8_E5M2};
     static const ccl_redop_t ops4[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN};
     int failures = 0;
     for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++) {
@@ -1365,6 +1366,109 @@ static void test_simd_levels_all_half_pairs(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* premul of n elements of src at level l, against the scalar level. */
+static int premul_levels_differ(dev_simd_t l, ccl_datatype_t dt, void *want, void *got,
+                                const void *src, size_t n, const void *scalar)
+{
+    dev_simd_force(DEV_SIMD_SCALAR);
+    dev_premul(dt, want, src, n, scalar);
+    dev_simd_force(l);
+    dev_premul(dt, got, src, n, scalar);
+    return levels_differ(l, "premul", dt, n, want, got, n * dev_dtype_size(dt));
+}
+
+/* avg's division of a copy of src at level l, against the scalar level. */
+static int avg_levels_differ(dev_simd_t l, ccl_datatype_t dt, void *want, void *got,
+                             const void *src, size_t n, int nranks)
+{
+    size_t bytes = n * dev_dtype_size(dt);
+    dev_simd_force(DEV_SIMD_SCALAR);
+    memcpy(want, src, bytes);
+    dev_postop(dt, CCL_AVG, want, n, nranks);
+    dev_simd_force(l);
+    memcpy(got, src, bytes);
+    dev_postop(dt, CCL_AVG, got, n, nranks);
+    return levels_differ(l, "avg", dt, n, want, got, bytes);
+}
+
+/* float8: all 256 x 256 operand pairs, every op, every level, as one
+ * reduce (so vector bodies, not only scalar tails, see every pair), plus
+ * premul of every pattern by every scalar and avg of every pattern. */
+static void test_simd_levels_all_f8_pairs(void **state)
+{
+    (void)state;
+    dev_simd_t best = dev_simd_best();
+    if (best == DEV_SIMD_SCALAR)
+        skip();
+    static const ccl_datatype_t dts[] = {CCL_FLOAT8_E4M3, CCL_FLOAT8_E5M2};
+    static const ccl_redop_t ops4[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN};
+    enum { N = 65536 };
+    uint8_t *a = malloc(N), *b = malloc(N), *want = malloc(N), *got = malloc(N);
+    assert_true(a && b && want && got);
+    for (uint32_t i = 0; i < N; i++) {
+        a[i] = (uint8_t)(i >> 8);
+        b[i] = (uint8_t)i;
+    }
+    int failures = 0;
+    for (size_t t = 0; t < 2; t++) {
+        for (int l = DEV_SIMD_SCALAR + 1; l <= (int)best; l++) {
+            for (size_t o = 0; o < 4; o++) {
+                dev_simd_force(DEV_SIMD_SCALAR);
+                dev_reduce(dts[t], ops4[o], want, NULL, a, b, N);
+                dev_simd_force((dev_simd_t)l);
+                dev_reduce(dts[t], ops4[o], got, NULL, a, b, N);
+                failures += levels_differ((dev_simd_t)l, dev_op_name(ops4[o]), dts[t], N, want, got, N);
+            }
+            for (uint32_t sc = 0; sc < 256; sc++) {
+                uint8_t scalar = (uint8_t)sc;
+                failures += premul_levels_differ((dev_simd_t)l, dts[t], want, got, b, 256, &scalar);
+            }
+            static const int nr[] = {2, 3, 5, 7, 8, 1000};
+            for (size_t r = 0; r < sizeof nr / sizeof nr[0]; r++)
+                failures += avg_levels_differ((dev_simd_t)l, dts[t], want, got, b, 256, nr[r]);
+        }
+    }
+    dev_simd_force(best);
+    free(a);
+    free(b);
+    free(want);
+    free(got);
+    assert_int_equal(failures, 0);
+}
+
+/* float16 and bfloat16 premul and avg over every bit pattern (the scalars
+ * from the specials and a spread of patterns). */
+static void test_simd_levels_half_unary_all(void **state)
+{
+    (void)state;
+    dev_simd_t best = dev_simd_best();
+    if (best == DEV_SIMD_SCALAR)
+        skip();
+    static const ccl_datatype_t dts[] = {CCL_FLOAT16, CCL_BFLOAT16};
+    enum { N = 65536 };
+    uint16_t *x = malloc(N * 2), *want = malloc(N * 2), *got = malloc(N * 2);
+    assert_true(x && want && got);
+    for (uint32_t i = 0; i < N; i++)
+        x[i] = (uint16_t)i;
+    int failures = 0;
+    for (size_t t = 0; t < 2; t++)
+        for (int l = DEV_SIMD_SCALAR + 1; l <= (int)best; l++) {
+            size_t nsc = sizeof specials16 / sizeof specials16[0];
+            for (size_t k = 0; k < nsc + 16; k++) {
+                uint16_t scalar = k < nsc ? specials16[k] : (uint16_t)((k - nsc) * 0x1111u + 0x0123u);
+                failures += premul_levels_differ((dev_simd_t)l, dts[t], want, got, x, N, &scalar);
+            }
+            static const int nr[] = {2, 3, 7, 1000};
+            for (size_t r = 0; r < sizeof nr / sizeof nr[0]; r++)
+                failures += avg_levels_differ((dev_simd_t)l, dts[t], want, got, x, N, nr[r]);
+        }
+    dev_simd_force(best);
+    free(x);
+    free(want);
+    free(got);
+    assert_int_equal(failures, 0);
+}
+
 /* avg's division and premul at every level. */
 static void test_simd_levels_postop_premul(void **state)
 {
@@ -1383,20 +1487,9 @@ static void test_simd_levels_postop_premul(void **state)
         fill_bits(sc, dt, 1, &s);
         for (int l = DEV_SIMD_SCALAR + 1; l <= (int)best; l++) {
             static const int nr[] = {2, 3, 7, 1000};
-            for (size_t r = 0; r < sizeof nr / sizeof nr[0]; r++) {
-                dev_simd_force(DEV_SIMD_SCALAR);
-                memcpy(want, src, bytes);
-                dev_postop(dt, CCL_AVG, want, n, nr[r]);
-                dev_simd_force((dev_simd_t)l);
-                memcpy(got, src, bytes);
-                dev_postop(dt, CCL_AVG, got, n, nr[r]);
-                failures += levels_differ((dev_simd_t)l, "avg", dt, n, want, got, bytes);
-            }
-            dev_simd_force(DEV_SIMD_SCALAR);
-            dev_premul(dt, want, src, n, sc);
-            dev_simd_force((dev_simd_t)l);
-            dev_premul(dt, got, src, n, sc);
-            failures += levels_differ((dev_simd_t)l, "premul", dt, n, want, got, bytes);
+            for (size_t r = 0; r < sizeof nr / sizeof nr[0]; r++)
+                failures += avg_levels_differ((dev_simd_t)l, dt, want, got, src, n, nr[r]);
+            failures += premul_levels_differ((dev_simd_t)l, dt, want, got, src, n, sc);
         }
         free(src);
         free(want);
@@ -1557,6 +1650,8 @@ int main(void)
         cmocka_unit_test(test_simd_levels_bitwise),
         cmocka_unit_test(test_simd_levels_large),
         cmocka_unit_test(test_simd_levels_all_half_pairs),
+        cmocka_unit_test(test_simd_levels_all_f8_pairs),
+        cmocka_unit_test(test_simd_levels_half_unary_all),
         cmocka_unit_test(test_simd_levels_postop_premul),
         cmocka_unit_test(test_copy_stream_small_all_alignments),
         cmocka_unit_test(test_copy_stream_large),
