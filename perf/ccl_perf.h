@@ -124,6 +124,7 @@ struct perf_args {
     size_t min_bytes, max_bytes, step_bytes, step_factor;
     int iters, warmup, check, blocking, root, average;
     int cycles; /* -N: times the whole size sweep runs and prints */
+    int warmup_every_size; /* -W 1: -w warmup calls before each row too */
     /* -d, -o, -C: bit i selects perf_dtypes[i], op i, perf_colls[i]; the
      * *_all flags say the list was "all", whose unsupported members are
      * skipped rather than fatal. */

@@ -28,7 +28,7 @@ static const struct option long_opts[] = {
     {"collective", required_argument, 0, 'C'},   {"np", required_argument, 0, OPT_NP},
     {"help", no_argument, 0, 'h'},               {"help-env", no_argument, 0, OPT_HELP_ENV},
     {"bind", required_argument, 0, OPT_BIND},   {"memory", required_argument, 0, 'm'},
-    {"run_cycles", required_argument, 0, 'N'},
+    {"run_cycles", required_argument, 0, 'N'},  {"warmup_every_size", required_argument, 0, 'W'},
     {0, 0, 0, 0},
 };
 
@@ -41,7 +41,10 @@ static void usage(FILE *f, const char *prog)
             "  -i,--stepbytes <size>      size increment when -f is not given (default 1M)\n"
             "  -f,--stepfactor <n>        size multiplier between rows (default: off, use -i)\n"
             "  -n,--iters <n>             timed iterations per row (default 20)\n"
-            "  -w,--warmup_iters <n>      warmup iterations (default 5)\n"
+            "  -w,--warmup_iters <n>      warmup iterations at the largest and smallest size (default 5)\n"
+            "  -W,--warmup_every_size <0|1>  1: also -w warmup calls before every row, over the\n"
+            "                             buffers' rotation, as MPI benchmarks warm up (default 0:\n"
+            "                             one untimed call per row, as nccl-tests)\n"
             "  -N,--run_cycles <n>        run and print the whole size sweep n times (default 1)\n"
             "  -c,--check <n>             checked calls per row, 0 disables checking (default 1)\n"
             "  -d,--datatype <types|all>  int8 uint8 int32 uint32 int64 uint64 half bfloat16\n"
@@ -199,7 +202,7 @@ static const char *valid_values(int c)
                      "scatter sendrecv, a comma-separated list of them, or all";
     case 'r': return "use a rank, or -1 for every rank in turn";
     case 'b': case 'e': case 'i': return "use bytes with an optional K, M or G suffix";
-    case 'z': return "use 0 or 1";
+    case 'z': case 'W': return "use 0 or 1";
     case 'm': return "use host or device";
     case 'a': return "use 0 (rank 0), 1 (avg), 2 (min) or 3 (max)";
     case 'n': case 'N': case OPT_NP: return "use a positive integer";
@@ -219,6 +222,7 @@ static int apply_opt(int c, const char *v, struct perf_args *a)
     case 'n': rc = parse_int(v, 1, 1 << 30, &a->iters); break;
     case 'w': rc = parse_int(v, 0, 1 << 30, &a->warmup); break;
     case 'N': rc = parse_int(v, 1, 1 << 20, &a->cycles); break;
+    case 'W': rc = parse_int(v, 0, 1, &a->warmup_every_size); break;
     case 'c': rc = parse_int(v, 0, 1 << 20, &a->check); break;
     case 'd': rc = parse_list(v, dtype_index, perf_num_dtypes, &a->dtypes, &a->dtypes_all); break;
     case 'o': rc = parse_list(v, op_index, PERF_NUM_OPS, &a->ops, &a->ops_all); break;
@@ -267,7 +271,7 @@ int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done)
     int c;
     set_defaults(a);
     *done = 0;
-    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:N:c:d:o:z:r:a:C:m:h", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:W:N:c:d:o:z:r:a:C:m:h", long_opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout, argv[0]);
             *done = 1;

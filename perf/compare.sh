@@ -34,8 +34,9 @@
 # environment:
 #   BUILD        build folder (default build)
 #   CCL_PERF     ccl-perf binary (default $BUILD/bin/ccl-perf), run as
-#                "$CCL_PERF -m host --np N <nccl-tests flags>" (host memory, as
-#                Open MPI's, also where a GPU would make device the default)
+#                "$CCL_PERF -m host --np N -W 1 <nccl-tests flags>" (host
+#                memory, as Open MPI's, also where a GPU would make device the
+#                default; -W 1: warm-up calls before every size, as mpi-bench)
 #   CCL_LAUNCH   replaces that launcher entirely; "{np}" in it becomes the
 #                rank count, e.g. to check this script against MPI alone:
 #                CCL_LAUNCH='mpirun --oversubscribe -np {np} build/bin/mpi-bench'
@@ -104,7 +105,11 @@ if [ -n "${CCL_LAUNCH:-}" ]; then
     command -v "${probe[0]}" >/dev/null 2>&1 || die "CCL_LAUNCH command not found: ${probe[0]}"
 else
     [ -x "$CCL_PERF" ] || die "missing $CCL_PERF (build it: make BUILD=$BUILD perf, or set CCL_PERF)"
-    CCL_LAUNCH="$CCL_PERF -m host --np {np}"
+    # -W 1: ccl-perf warms up before every row, over the buffers' rotation,
+    # as mpi-bench does; without it ccl (warmed at the largest and smallest
+    # size only, as nccl-tests) would pay first-use costs in its timed
+    # calls that Open MPI pays in its warm-up.
+    CCL_LAUNCH="$CCL_PERF -m host --np {np} -W 1"
 fi
 [ -x "$MPI_BENCH" ] || die "missing $MPI_BENCH (needs mpicc; build it: make BUILD=$BUILD tools)"
 [ -x "$MEMCPY_BENCH" ] || die "missing $MEMCPY_BENCH (build it: make BUILD=$BUILD tools)"

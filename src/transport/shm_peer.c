@@ -47,9 +47,15 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
     struct stat st;
     void *base = MAP_FAILED;
     if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= ref->alloc_len)
-        /* Populate now: a fault per 4 KiB page inside the collective would
-         * cost more than the copy (measured: 1 MiB steps 20x slower). */
-        base = mmap(NULL, ref->alloc_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        /* Not MAP_POPULATE: on these VMs (a PVM guest: the hypervisor
+         * shadows page tables) populating a peer's whole buffer at once
+         * made the owner's own later accesses to those pages cost ~8 us a
+         * page, invisible to the guest's fault counters: 4 MiB FIFO-path
+         * allreduces after a 64 MiB single-copy one ran at 1.1 instead of
+         * 8 GB/s, for a whole row. Faulting in on first use (16 pages per
+         * fault with the kernel's fault-around) costs about as much once
+         * and leaves the owner alone. */
+        base = mmap(NULL, ref->alloc_len, PROT_READ, MAP_SHARED, fd, 0);
     int err = errno;
     close(fd);
     if (base == MAP_FAILED)
