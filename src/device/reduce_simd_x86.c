@@ -1,8 +1,8 @@
 /*
- * reduce_simd_x86.c - AVX-512 and AVX2 kernels for float32, float16 and
- * bfloat16 (see reduce_simd.h), compiled with per-function target
- * attributes so the file builds for any x86-64 and reduce_host.c calls them
- * only after cpuid said yes.
+ * reduce_simd_x86.c - AVX-512 and AVX2 kernels for float32, float16,
+ * bfloat16 and float8 (see reduce_simd.h), compiled with per-function
+ * target attributes so the file builds for any x86-64 and reduce_host.c
+ * calls them only after cpuid said yes.
  *
  * Every kernel widens its inputs to float vectors, applies the float
  * operator, and narrows back, exactly as reduce_ops.h defines it:
@@ -12,6 +12,7 @@
  *   - bfloat16 widens by interleaving with zeros and narrows with the same
  *     integer nearest-even rounding as dev_f32_to_bf16 (VCVTNEPS2BF16 would
  *     flush subnormals and so differ);
+ *   - float8 converts with integer operations (section "float8" below);
  *   - sum and prod turn any NaN into the canonical one, max/min are
  *     MAXPS/MINPS with the operands in the order `a > b ? a : b` needs.
  * Element counts that do not fill a vector go through the scalar operators
