@@ -13,7 +13,10 @@
 #           against one plain TCP stream between the same nodes (net-bench's
 #           reference stream), and against two at once, one each way (what a
 #           2-rank allgather does: both directions carry data together); ccl
-#           also without socket helper threads (CCL_SOCKET_NTHREADS=0)
+#           also without socket helper threads (CCL_SOCKET_NTHREADS=0), and
+#           "pinned": each node's process (all its threads) on a CPU of its
+#           own (node i on CPU i-1, taskset), ccl and the TCP stream alike,
+#           as on real nodes, which do not share their cores
 #
 # Everything is launched as on a cluster: mpirun -H node1:m,node2:m,... from
 # node1, ranks from Open MPI's environment, CCL_COMM_ID at node1's address.
@@ -177,14 +180,19 @@ section_sweep() {
 
 # One plain TCP stream node1 -> node2, net-bench's reference (its plugin
 # figure too), appended to $LOG/rows as GB/s in the bandwidth columns.
+# With "pinned", node1's end runs on CPU 0 and node2's on CPU 1.
 tcp_stream() {
-    local out port=$((47000 + RANDOM % 500))
+    local out port=$((47000 + RANDOM % 500)) tag=tcp-stream pin1=() pin2=()
+    if [[ ${1:-} == pinned ]]; then
+        tag=tcp-stream-pinned pin1=(taskset -c 0) pin2=(taskset -c 1)
+    fi
     out="$LOG/net-bench.$(date +%s%N).txt"
-    "$C" exec 2 "$BUILD/bin/net-bench" -s -p "$port" >"$out.server" 2>&1 &
+    "$C" exec 2 "${pin2[@]}" "$BUILD/bin/net-bench" -s -p "$port" >"$out.server" 2>&1 &
     local spid=$!
-    "$C" exec 1 "$BUILD/bin/net-bench" -c "$SUBNET.2:$port" -b 4M -e 4M -t 256M -r 1 >"$out" 2>&1
+    "$C" exec 1 "${pin1[@]}" "$BUILD/bin/net-bench" -c "$SUBNET.2:$port" -b 4M -e 4M -t 256M -r 1 >"$out" 2>&1
     wait "$spid"
-    awk '!/^#/ && NF == 8 { print "tcp-stream", $1, 0, $4, $4; print "net-plugin", $1, 0, $2, $2 }' "$out" >>"$LOG/rows"
+    awk -v tag="$tag" '!/^#/ && NF == 8 { print tag, $1, 0, $4, $4; if (tag == "tcp-stream") print "net-plugin", $1, 0, $2, $2 }' \
+        "$out" >>"$LOG/rows"
 }
 
 # Two plain TCP streams at once, node1 -> node2 and node2 -> node1: what
@@ -221,7 +229,11 @@ section_stream() {
             "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
         run_variant ccl-inline-2 1,1 CCL_SOCKET_NTHREADS=0 CCL_NSOCKS_PERTHREAD=2 -- \
             "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
+        # Each rank (and every thread it starts) on the CPU of its node.
+        run_variant ccl-allgather-pinned 1,1 -- \
+            bash -c 'exec taskset -c "$OMPI_COMM_WORLD_RANK" "$@"' pin "$BUILD/bin/ccl-perf" -C allgather -b 64M -e 64M "${perf_args[@]}"
         tcp_stream
+        tcp_stream pinned
         tcp_stream_bidir
     done
     medians | awk '
@@ -231,11 +243,15 @@ section_stream() {
             show("ccl allgather busbw (64 MiB, 2 ranks)", "ccl-allgather")
             show("  the same, no helper threads, 1 socket", "ccl-inline-1")
             show("  the same, no helper threads, 2 sockets", "ccl-inline-2")
+            show("  the same, each node on a CPU of its own", "ccl-allgather-pinned")
             show("one TCP stream (4 MiB messages)", "tcp-stream")
+            show("  the same, each end on the CPU of its node", "tcp-stream-pinned")
             show("two TCP streams, one each way (per direction)", "tcp-bidir")
             show("net plugin alone (net-bench)", "net-plugin")
             if (("ccl-allgather" in bw) && bw["tcp-stream"] > 0)
                 printf "%-40s %.0f%%\n", "ccl / TCP stream", 100 * bw["ccl-allgather"] / bw["tcp-stream"]
+            if (("ccl-allgather-pinned" in bw) && bw["tcp-stream-pinned"] > 0)
+                printf "%-40s %.0f%%\n", "ccl / TCP stream, both pinned", 100 * bw["ccl-allgather-pinned"] / bw["tcp-stream-pinned"]
             if (("ccl-allgather" in bw) && bw["tcp-bidir"] > 0)
                 printf "%-40s %.0f%%\n", "ccl / TCP streams both ways", 100 * bw["ccl-allgather"] / bw["tcp-bidir"]
         }'
