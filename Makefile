@@ -28,6 +28,7 @@
 #   perf/mpi_bench.c       -> build/bin/mpi-bench (needs mpicc)
 #   perf/memcpy_bench.c    -> build/bin/memcpy-bench
 #   perf/net_bench.c       -> build/bin/net-bench (net plugin vs one TCP stream)
+#   perf/page_probe.c      -> build/bin/page-probe (per-page costs after single copy)
 #   tests/unit/*.c         -> build/tests/unit/<name> (cmocka, may use internals)
 #   tests/plugins/net_example.c -> build/tests/net-plugins/libccl-net-*.so
 #                             (a third-party net plugin the unit tests load)
@@ -228,6 +229,13 @@ $(BUILD)/bin/reduce-bench: perf/reduce_bench.c perf/bench_size.h $(LIB_A)
 # CCL_TOPO_FILE without running a job.
 tools: $(BUILD)/bin/ccl-info
 $(BUILD)/bin/ccl-info: tools/ccl_info.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+
+# page-probe (perf/page_probe.c): what a rank pays per page of its own
+# buffers after single-copy collectives (perf/RESULTS.md).
+tools: $(BUILD)/bin/page-probe
+$(BUILD)/bin/page-probe: perf/page_probe.c perf/bench_time.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
