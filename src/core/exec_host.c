@@ -12,6 +12,7 @@
  */
 #include "core/comm.h"
 #include "core/err.h"
+#include "core/fault.h"
 #include "core/mem.h"
 #include "device/copy.h"
 #include "device/reduce.h"
@@ -61,12 +62,19 @@ static int exec_dead_local(struct ccl_comm *comm, int first, int last, int close
          * proxy notices remote failures (closed sockets, keepalive). */
         if (comm->layout.node_of[q] != comm->layout.node_of[comm->rank] || p->pid == (int32_t)getpid())
             continue;
+        /* Death first, then what the rank left: it closes or poisons its
+         * connections before it exits, so once it is seen dead those marks
+         * are visible. The other order races: marks read as absent, then
+         * (while this rank is preempted, easily a few ms with 4 ranks on 2
+         * cores) the peer closes in order and exits, and an orderly exit
+         * reads as a crash. */
+        if (!exec_pid_dead((pid_t)p->pid))
+            continue;
         if (shm_conn_poisoned(&comm->recv_conns[q]) || shm_conn_poisoned(&comm->send_conns[q]))
             continue;
         if (closed_ok && (shm_conn_closed(&comm->recv_conns[q]) || shm_conn_closed(&comm->send_conns[q])))
             continue;
-        if (exec_pid_dead((pid_t)p->pid))
-            return q;
+        return q;
     }
     return -1;
 }
@@ -100,10 +108,12 @@ ccl_result_t exec_local_failure(struct ccl_comm *comm, int first, int last, int 
                            (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, net_error(comm->net));
         return err_set(CCL_ERR_REMOTE, "%s", net_error(comm->net));
     }
+    /* The dead first (see exec_dead_local): a rank that poisons, then
+     * exits, between the two looks is found by its reason. */
+    int q = exec_dead_local(comm, first, last, closed_ok);
     char why[1024];
     if (exec_local_poison(comm, why, sizeof why))
         return err_set(CCL_ERR_REMOTE, "%s", why);
-    int q = exec_dead_local(comm, first, last, closed_ok);
     if (q >= 0)
         return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s", q,
                        (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, what);
@@ -304,6 +314,8 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
                  rc && !rc->fifo ? st->recv_peer : st->send_peer);
     if ((rc && !shm_recv_ready(rc)) || (sc && !shm_send_ready(sc)))
         return 0;
+    if (fault_armed)
+        fault_on_slice(comm);
     const void *in = NULL;
     void *out = NULL;
     wait_policy_t now = {NULL, NULL, 0, 0}; /* ready: these return at once */
