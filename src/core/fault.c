@@ -25,6 +25,7 @@ typedef struct {
     int rank;      /* -1: every rank */
     uint64_t op;   /* the call it fires at; 0 with delay: every call */
     int64_t ms;
+    int64_t slice; /* kill: at the call's slice-th slice instead of after ms */
     _Atomic int fired;
 } fault_t;
 
@@ -64,11 +65,17 @@ static int fault_parse_one(char *text, fault_t *f)
             f->op = (uint64_t)v;
         else if (strcmp(tok, "ms") == 0 && v >= 0)
             f->ms = v;
+        else if (strcmp(tok, "slice") == 0 && v >= 1 && k == FAULT_KILL)
+            f->slice = v;
         else {
             snprintf(fault_parse_err, sizeof fault_parse_err, "field %s=%lld of %s: unknown key or bad value "
-                     "(rank>=-1, op>=0, ms>=0)", tok, v, fault_names[k]);
+                     "(rank>=-1, op>=0, ms>=0; slice>=1 with kill)", tok, v, fault_names[k]);
             return -1;
         }
+    }
+    if (f->slice && f->ms) {
+        snprintf(fault_parse_err, sizeof fault_parse_err, "kill takes ms or slice, not both");
+        return -1;
     }
     if (f->op == 0 && f->kind != FAULT_DELAY) {
         snprintf(fault_parse_err, sizeof fault_parse_err, "%s needs op>=1", fault_names[k]);
@@ -122,6 +129,22 @@ static void fault_sleep_ms(int64_t ms)
         ;
 }
 
+/* A kill at a slice: the comm whose call it waits in, and the slices that
+ * call still moves before it. A timed kill can miss a call that ends early
+ * (on a fast machine); this one always lands inside it. */
+static struct ccl_comm *_Atomic fault_slice_comm;
+static _Atomic int64_t fault_slices_left;
+
+void fault_on_slice(struct ccl_comm *comm)
+{
+    if (atomic_load_explicit(&fault_slice_comm, memory_order_relaxed) != comm)
+        return;
+    if (atomic_fetch_sub(&fault_slices_left, 1) == 1) {
+        LOG_WARN(SUB_ALL, "CCL_FAULT: kill on rank %d now, inside the call", comm->rank);
+        raise(SIGKILL);
+    }
+}
+
 static void *fault_killer(void *arg)
 {
     fault_sleep_ms((int64_t)(intptr_t)arg);
@@ -152,11 +175,16 @@ void fault_before_call(struct ccl_comm *comm, uint64_t seq)
             continue;
         /* A delay of every call says so once, not once per call. */
         if (f->kind != FAULT_DELAY || f->op != 0 || atomic_exchange(&f->fired, 1) == 0)
-            LOG_WARN(SUB_ALL, "CCL_FAULT: %s on rank %d at call #%llu (ms=%lld)%s", fault_names[f->kind],
-                     comm->rank, (unsigned long long)seq, (long long)f->ms,
+            LOG_WARN(SUB_ALL, "CCL_FAULT: %s on rank %d at call #%llu (%s=%lld)%s", fault_names[f->kind],
+                     comm->rank, (unsigned long long)seq, f->slice ? "slice" : "ms", (long long)(f->slice ? f->slice : f->ms),
                      f->kind == FAULT_DELAY && f->op == 0 ? ", and at every call after it" : "");
         switch (f->kind) {
         case FAULT_KILL: {
+            if (f->slice) {
+                atomic_store(&fault_slices_left, f->slice);
+                atomic_store(&fault_slice_comm, comm);
+                break;
+            }
             pthread_t t;
             if (f->ms == 0 || pthread_create(&t, NULL, fault_killer, (void *)(intptr_t)f->ms) != 0)
                 raise(SIGKILL);

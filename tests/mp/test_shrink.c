@@ -6,9 +6,10 @@
  *  - split: 5 ranks split by color (rank % 2, one rank CCL_SPLIT_NOCOLOR)
  *    with keys in reverse order; each new comm has the right size and
  *    order and allreduces correctly; a second split with one color dups.
- *  - kill: rank 3 of 4 is SIGKILLed (CCL_FAULT) 300 ms into a 256 MiB
- *    allreduce; the 3 others must fail within 10 s with a message naming
- *    rank 3, see it in ccl_comm_get_async_error, shrink to 3 ranks, and
+ *  - kill: rank 3 of 4 is SIGKILLed (CCL_FAULT) at the 400th slice it
+ *    moves of a 256 MiB allreduce (about a tenth in; a kill 300 ms in
+ *    missed the call on a machine where it took 0.29 s); the 3 others
+ *    must fail within 10 s with a message naming rank 3, see it in ccl_comm_get_async_error, shrink to 3 ranks, and
  *    complete an allreduce there (checked against the serial reference).
  *  - stall: rank 2 of 4 stops calling collectives; the others' ring
  *    allreduce times out (CCL_TIMEOUT=4) with a message naming rank 2,
@@ -726,7 +727,7 @@ typedef struct {
 
 static const scenario_t scenarios[] = {
     {"split", 5, "", split_body, -1},
-    {"kill", 4, "CCL_FAULT=kill:rank=3:op=2:ms=300 CCL_TIMEOUT=30", kill_body, KILLED},
+    {"kill", 4, "CCL_FAULT=kill:rank=3:op=2:slice=400 CCL_TIMEOUT=30", kill_body, KILLED},
     {"stall", 4, "CCL_TIMEOUT=4", stall_body, -1},
     {"netdrop", 4, "CCL_FAULT=drop:rank=2:op=3 CCL_TIMEOUT=30", netdrop_body, -1},
     {"netstall", 4, "CCL_FAULT=stall:rank=2:op=2 CCL_TIMEOUT=4", netstall_body, -1},
