@@ -15,16 +15,11 @@
 #include "core/wait.h"
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-typedef struct {
-    int lfd;
-    uint8_t secret[BS_SECRET_BYTES];
-    uint64_t timeout_ns;
-} root_args_t;
 
 typedef struct {
     const uint8_t *secret;
@@ -33,6 +28,34 @@ typedef struct {
     int *fds;
     bs_peer_t *peers;
 } root_state_t;
+
+/* One running root: all it allocates hangs off this. */
+typedef struct {
+    int lfd;
+    uint8_t secret[BS_SECRET_BYTES];
+    uint64_t timeout_ns;
+    root_state_t st;
+    bs_acceptor_t *acc;
+} root_args_t;
+
+/* Every running root, reachable from a global. A process that forks while
+ * a root runs (a launcher that made the unique id, then forks its ranks)
+ * copies the root's memory but not its thread, and LeakSanitizer in the
+ * child, which scans globals and its own threads, reported the root's
+ * buffers as leaked. Slots, not a locked list: a child forked while the
+ * parent held a lock would deadlock on its own first root. */
+#define ROOT_SLOTS 64
+static root_args_t *_Atomic root_slots[ROOT_SLOTS];
+
+static void root_slot_set(root_args_t *from, root_args_t *to)
+{
+    for (int i = 0; i < ROOT_SLOTS; i++) {
+        root_args_t *expected = from;
+        if (atomic_compare_exchange_strong(&root_slots[i], &expected, to))
+            return;
+    }
+    /* More than ROOT_SLOTS roots at once: only the leak report suffers. */
+}
 
 /* A registered rank only waits for its table: anything readable on its
  * connection (more bytes, or the close of a rank that gave up) means the
@@ -97,51 +120,52 @@ static ccl_result_t root_register(root_state_t *st, const bs_hello_t *h, int fd)
 static void *root_main(void *arg)
 {
     root_args_t *args = arg;
-    root_state_t st = {.nranks = -1, .secret = args->secret};
-    bs_acceptor_t *acc = NULL;
+    root_state_t *st = &args->st;
+    *st = (root_state_t){.nranks = -1, .secret = args->secret};
     uint64_t deadline = wait_now_ns() + args->timeout_ns;
     log_set_rank(-1);
-    if (bs_acceptor_open(args->lfd, args->secret, sizeof(bs_hello_t), 1, "bootstrap root", &acc) != CCL_SUCCESS)
+    if (bs_acceptor_open(args->lfd, args->secret, sizeof(bs_hello_t), 1, "bootstrap root", &args->acc) != CCL_SUCCESS)
         goto out;
     for (;;) {
-        while (st.nranks < 0 || st.registered < st.nranks) {
+        while (st->nranks < 0 || st->registered < st->nranks) {
             int fd = -1;
             bs_hello_t h;
-            if (bs_acceptor_next(acc, root_check, &st, deadline, &fd, &h, NULL) != CCL_SUCCESS) {
+            if (bs_acceptor_next(args->acc, root_check, st, deadline, &fd, &h, NULL) != CCL_SUCCESS) {
                 LOG_WARN(SUB_BOOTSTRAP, "bootstrap root: gave up after %d of %d ranks registered",
-                         st.registered, st.nranks);
+                         st->registered, st->nranks);
                 goto out;
             }
-            if (root_register(&st, &h, fd) != CCL_SUCCESS)
+            if (root_register(st, &h, fd) != CCL_SUCCESS)
                 close(fd);
         }
         /* A rank that left (or sent more than its hello) since it
          * registered must register again before anyone gets a table. */
         int lost = 0;
-        for (int r = 0; r < st.nranks; r++)
-            if (!root_conn_healthy(st.fds[r])) {
-                root_unregister(&st, r, "its connection closed or sent more than its hello");
+        for (int r = 0; r < st->nranks; r++)
+            if (!root_conn_healthy(st->fds[r])) {
+                root_unregister(st, r, "its connection closed or sent more than its hello");
                 lost++;
             }
         if (!lost)
             break;
     }
-    bs_table_hdr_t hdr = {BS_MAGIC, st.nranks};
-    for (int r = 0; r < st.nranks; r++) {
+    bs_table_hdr_t hdr = {BS_MAGIC, st->nranks};
+    for (int r = 0; r < st->nranks; r++) {
         uint64_t dl = wait_now_ns() + args->timeout_ns;
-        if (sock_send_all(st.fds[r], &hdr, sizeof hdr, dl) != CCL_SUCCESS ||
-            sock_send_all(st.fds[r], st.peers, (size_t)st.nranks * sizeof *st.peers, dl) != CCL_SUCCESS)
+        if (sock_send_all(st->fds[r], &hdr, sizeof hdr, dl) != CCL_SUCCESS ||
+            sock_send_all(st->fds[r], st->peers, (size_t)st->nranks * sizeof *st->peers, dl) != CCL_SUCCESS)
             LOG_WARN(SUB_BOOTSTRAP, "bootstrap root: could not send the table to rank %d", r);
     }
-    LOG_INFO(SUB_BOOTSTRAP, "bootstrap root: served %d ranks", st.nranks);
+    LOG_INFO(SUB_BOOTSTRAP, "bootstrap root: served %d ranks", st->nranks);
 out:
-    bs_acceptor_close(acc);
-    for (int r = 0; r < st.nranks; r++)
-        if (st.fds[r] >= 0)
-            close(st.fds[r]);
-    free(st.fds);
-    free(st.peers);
+    bs_acceptor_close(args->acc);
+    for (int r = 0; r < st->nranks; r++)
+        if (st->fds[r] >= 0)
+            close(st->fds[r]);
+    free(st->fds);
+    free(st->peers);
     close(args->lfd);
+    root_slot_set(args, NULL);
     free(args);
     return NULL;
 }
@@ -161,10 +185,13 @@ ccl_result_t bs_root_start(const sock_addr_t *addr, const uint8_t secret[BS_SECR
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t tid;
+    root_slot_set(NULL, args);
     int rc = pthread_create(&tid, &attr, root_main, args);
     pthread_attr_destroy(&attr);
-    if (rc != 0)
+    if (rc != 0) {
+        root_slot_set(args, NULL);
         CCL_FAIL(CCL_ERR_SYSTEM, "cannot start the bootstrap root thread: %s", strerror(rc));
+    }
     args = NULL; /* owned by the thread now */
 out:
     if (args) {
