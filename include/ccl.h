@@ -151,6 +151,35 @@ ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id);
 /* Collective over nranks processes or threads; blocks until all have joined
  * or CCL_TIMEOUT passes. */
 ccl_result_t ccl_comm_init_rank(ccl_comm_t *comm, int nranks, ccl_unique_id_t id, int rank);
+
+/* Options of ccl_comm_init_rank_config, like ncclConfig_t. Declare with
+ *     ccl_config_t config = CCL_CONFIG_INITIALIZER;
+ * then set the fields wanted: size, magic and version say which fields a
+ * program was built with, so later releases can append fields. */
+typedef struct {
+    size_t size;          /* sizeof(ccl_config_t) the program was built with */
+    unsigned int magic;   /* CCL_CONFIG_MAGIC */
+    unsigned int version; /* CCL_VERSION_CODE the program was built with */
+    /* 1 (default): init returns once the comm is ready, as
+     * ccl_comm_init_rank. 0: init returns CCL_IN_PROGRESS at once with
+     * *comm set, and builds the comm in a thread of its own; poll
+     * ccl_comm_get_async_error until it is no longer CCL_IN_PROGRESS
+     * (CCL_SUCCESS: ready; an error: init failed, destroy the comm). Until
+     * then, only ccl_comm_get_async_error, ccl_get_last_error,
+     * ccl_comm_count, ccl_comm_user_rank, ccl_comm_abort (ends the init's
+     * waits within tens of ms) and ccl_comm_destroy (waits for the init to
+     * end) accept it; other calls are CCL_ERR_INVALID_USAGE. */
+    int blocking;
+} ccl_config_t;
+
+#define CCL_CONFIG_MAGIC 0xcc1c0f16u
+#define CCL_CONFIG_INITIALIZER {sizeof(ccl_config_t), CCL_CONFIG_MAGIC, CCL_VERSION_CODE, 1}
+
+/* ccl_comm_init_rank with options; config NULL means the defaults. A
+ * config without CCL_CONFIG_INITIALIZER's size and magic, or with a field
+ * out of range, is CCL_ERR_INVALID_ARGUMENT before anything starts. */
+ccl_result_t ccl_comm_init_rank_config(ccl_comm_t *comm, int nranks, ccl_unique_id_t id, int rank,
+                                       const ccl_config_t *config);
 /* ndev ranks inside this process (one thread each runs the init);
  * devlist is reserved for GPU ordinals and may be NULL for host ranks.
  * comms[i] is rank i. */
@@ -165,7 +194,8 @@ ccl_result_t ccl_comm_user_rank(ccl_comm_t comm, int *rank);
 /* Whether the comm has failed in the background, without running anything:
  * *async_error is CCL_SUCCESS, or the error (a peer of this host exited,
  * a network connection broke, an earlier collective failed, abort) with
- * its message in ccl_get_last_error. Cheap enough to poll. */
+ * its message in ccl_get_last_error; CCL_IN_PROGRESS while a nonblocking
+ * init (ccl_config_t.blocking = 0) still runs. Cheap enough to poll. */
 ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *async_error);
 
 /* color for ranks that take part in ccl_comm_split but join no new comm. */

@@ -209,8 +209,10 @@ ccl_result_t bs_acceptor_next(bs_acceptor_t *a, bs_frame_check_fn check, void *a
         if (now >= deadline)
             return err_set(CCL_ERR_TIMEOUT, "%s: no valid connection arrived before the timeout (CCL_TIMEOUT)",
                            a->who);
+        if (wait_check_cancel(a->who) != CCL_SUCCESS)
+            return CCL_ERR_ABORTED;
         uint64_t ms = (wake > now ? wake - now : 0) / 1000000 + 1;
-        poll(pfd, (nfds_t)np, ms > 1000 ? 1000 : (int)ms);
+        poll(pfd, (nfds_t)np, wait_poll_cap_ms(ms > 1000 ? 1000 : (int)ms));
     }
 }
 

@@ -198,7 +198,7 @@ static int sock_ms_left(uint64_t deadline)
     if (now >= deadline)
         return 0;
     uint64_t ms = (deadline - now) / 1000000 + 1;
-    return ms > 1000 ? 1000 : (int)ms;
+    return wait_poll_cap_ms(ms > 1000 ? 1000 : (int)ms);
 }
 
 ccl_result_t sock_listen(const sock_addr_t *addr, int *fd_out, sock_addr_t *bound)
@@ -236,6 +236,8 @@ static ccl_result_t sock_connect_until(const sock_addr_t *addr, uint64_t deadlin
     int last_errno = 0;
     uint64_t backoff_us = 1000;
     while (wait_now_ns() < deadline) {
+        if (wait_check_cancel("connecting") != CCL_SUCCESS)
+            return CCL_ERR_ABORTED;
         int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
             return err_set(CCL_ERR_SYSTEM, "socket() failed: %s", strerror(errno));
@@ -243,6 +245,10 @@ static ccl_result_t sock_connect_until(const sock_addr_t *addr, uint64_t deadlin
         if (rc != 0 && errno == EINPROGRESS) {
             struct pollfd p = {fd, POLLOUT, 0};
             while ((rc = poll(&p, 1, sock_ms_left(deadline))) == 0 && wait_now_ns() < deadline) {
+                if (wait_check_cancel("connecting") != CCL_SUCCESS) {
+                    close(fd);
+                    return CCL_ERR_ABORTED;
+                }
             }
             int err = 0;
             socklen_t el = sizeof err;
@@ -266,6 +272,8 @@ static ccl_result_t sock_connect_until(const sock_addr_t *addr, uint64_t deadlin
             break;
         /* The listener is not up yet (ranks start in any order): retry. */
         usleep((useconds_t)backoff_us);
+        if (wait_check_cancel("connecting") != CCL_SUCCESS)
+            return CCL_ERR_ABORTED;
         if (backoff_us < 100000)
             backoff_us *= 2;
     }
@@ -295,6 +303,8 @@ ccl_result_t sock_accept(int lfd, uint64_t deadline, int *fd_out)
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
             return err_set(CCL_ERR_SYSTEM, "accept failed: %s", strerror(errno));
+        if (wait_check_cancel("waiting for a connection") != CCL_SUCCESS)
+            return CCL_ERR_ABORTED;
         int ms = sock_ms_left(deadline);
         if (ms == 0)
             return err_set(CCL_ERR_TIMEOUT, "no connection arrived before the timeout (CCL_TIMEOUT)");
@@ -380,6 +390,8 @@ ccl_result_t sock_sendrecv(int sfd, const void *sbuf, size_t slen, int rfd, void
         int np = 0, si = -1, ri = -1;
         if (sdone < slen) { si = np; p[np++] = (struct pollfd){sfd, POLLOUT, 0}; }
         if (rdone < rlen) { ri = np; p[np++] = (struct pollfd){rfd, POLLIN, 0}; }
+        if (wait_check_cancel("exchanging bootstrap messages") != CCL_SUCCESS)
+            return CCL_ERR_ABORTED;
         int ms = sock_ms_left(deadline);
         if (ms == 0)
             return err_set(CCL_ERR_TIMEOUT, "socket transfer timed out (%zu/%zu bytes sent, %zu/%zu received)",

@@ -87,7 +87,7 @@ ccl_result_t argcheck_coll(coll_args_t *a, const char *name)
     int rooted = a->coll == SCHED_BROADCAST || a->coll == SCHED_REDUCE || a->coll == SCHED_GATHER ||
                  a->coll == SCHED_SCATTER;
     if (!comm_is_live(comm))
-        return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or destroyed", name);
+        return comm_not_live(comm, name);
     if ((unsigned)a->dtype >= CCL_NUM_DTYPES)
         return err_set(CCL_ERR_INVALID_DTYPE, "%s: datatype %d is not a ccl_datatype_t", name, (int)a->dtype);
     if (!dev_dtype_supported(a->dtype))

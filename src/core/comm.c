@@ -26,6 +26,17 @@ int comm_is_live(const struct ccl_comm *comm)
     return comm && handle_contains_memo(&comm_live, &comm_memo, comm);
 }
 
+ccl_result_t comm_not_live(const struct ccl_comm *comm, const char *who)
+{
+    if (comm && comm_async_known(comm) && comm_async_state(comm) == CCL_IN_PROGRESS)
+        return err_set(CCL_ERR_INVALID_USAGE, "%s: the communicator is not ready: its nonblocking init is still "
+                       "running (poll ccl_comm_get_async_error until CCL_SUCCESS)", who);
+    if (comm && comm_async_known(comm))
+        return err_set(CCL_ERR_INVALID_USAGE, "%s: the communicator's nonblocking init failed (%s); destroy it",
+                       who, comm->last_error);
+    return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or destroyed", who);
+}
+
 void comm_record_error(struct ccl_comm *comm)
 {
     snprintf(comm->last_error, sizeof comm->last_error, "%s", err_message());
@@ -138,8 +149,9 @@ out:
     return res;
 }
 
-static void comm_free(struct ccl_comm *comm)
+void comm_free(struct ccl_comm *comm)
 {
+    comm_async_free(comm);
     free((void *)comm->layout.node_of); /* the one allocation behind every array */
     connect_close(comm);
     shm_peer_cache_close(&comm->peer_maps);
@@ -158,7 +170,7 @@ static void comm_free(struct ccl_comm *comm)
     free(comm);
 }
 
-static ccl_result_t comm_init(struct ccl_comm *comm, const ccl_unique_id_t *id)
+ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
 {
     ccl_result_t res = CCL_SUCCESS;
     bs_peer_t me;
@@ -211,12 +223,11 @@ out:
     return res;
 }
 
-ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_t *id, int rank)
+ccl_result_t comm_alloc(struct ccl_comm **out, int nranks, int rank)
 {
-    ccl_result_t res = CCL_SUCCESS;
     struct ccl_comm *comm = calloc(1, sizeof *comm);
     if (!comm)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for a communicator");
+        return err_set(CCL_ERR_SYSTEM, "out of memory for a communicator");
     comm->rank = rank;
     comm->nranks = nranks;
     comm->bs.listen_fd = comm->bs.next_fd = comm->bs.prev_fd = -1;
@@ -226,10 +237,25 @@ ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_
     pthread_mutex_init(&comm->redop_lock, NULL);
     pthread_mutex_init(&comm->pending_lock, NULL);
     pthread_cond_init(&comm->pending_cond, NULL);
-    log_set_rank(rank);
-    CCL_TRY(comm_init(comm, id));
+    *out = comm;
+    return CCL_SUCCESS;
+}
+
+ccl_result_t comm_publish(struct ccl_comm *comm)
+{
     if (handle_add(&comm_live, comm, 0) != 0)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+        return err_set(CCL_ERR_SYSTEM, "out of memory");
+    return CCL_SUCCESS;
+}
+
+ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_t *id, int rank)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    struct ccl_comm *comm = NULL;
+    CCL_TRY(comm_alloc(&comm, nranks, rank));
+    log_set_rank(rank);
+    CCL_TRY(comm_build(comm, id));
+    CCL_TRY(comm_publish(comm));
     *out = comm;
     comm = NULL;
 out:
@@ -317,7 +343,7 @@ out:
 
 /* Waits for queued and running calls, then frees. Abort first makes them
  * finish quickly. */
-static ccl_result_t comm_teardown(ccl_comm_t comm, const char *who)
+ccl_result_t comm_teardown(ccl_comm_t comm, const char *who)
 {
     if (!comm || !handle_remove(&comm_live, comm, NULL))
         return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or already destroyed", who);
@@ -338,6 +364,8 @@ CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm)
     if (comm_is_live(comm) && group_holds(comm))
         return err_set(CCL_ERR_GROUP, "ccl_comm_destroy: this thread's open group has calls queued on the "
                        "communicator; call ccl_group_end first (or ccl_comm_abort to drop them)");
+    if (!comm_is_live(comm))
+        return comm_async_teardown(comm, 0, "ccl_comm_destroy");
     return comm_teardown(comm, "ccl_comm_destroy");
 }
 
@@ -345,7 +373,7 @@ CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm)
 {
     err_clear();
     if (!comm_is_live(comm))
-        return err_set(CCL_ERR_NULL_COMM, "ccl_comm_abort: comm is NULL or already destroyed");
+        return comm_async_teardown(comm, 1, "ccl_comm_abort");
     atomic_store(&comm->aborted, 1);
     group_drop(comm); /* queued in this thread's open group: they never run */
     /* Wakes our own blocked waiters and tells peers, whose waits on these
@@ -357,7 +385,7 @@ CCL_API ccl_result_t ccl_comm_abort(ccl_comm_t comm)
 CCL_API ccl_result_t ccl_comm_count(ccl_comm_t comm, int *count)
 {
     err_clear();
-    if (!comm_is_live(comm))
+    if (!comm_is_live(comm) && !comm_async_known(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_count: comm is NULL or destroyed");
     if (!count) {
         err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_count: count is NULL");
@@ -371,7 +399,7 @@ CCL_API ccl_result_t ccl_comm_count(ccl_comm_t comm, int *count)
 CCL_API ccl_result_t ccl_comm_user_rank(ccl_comm_t comm, int *rank)
 {
     err_clear();
-    if (!comm_is_live(comm))
+    if (!comm_is_live(comm) && !comm_async_known(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_user_rank: comm is NULL or destroyed");
     if (!rank) {
         err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_user_rank: rank is NULL");
@@ -385,6 +413,10 @@ CCL_API ccl_result_t ccl_comm_user_rank(ccl_comm_t comm, int *rank)
 CCL_API const char *ccl_get_last_error(ccl_comm_t comm)
 {
     if (comm && comm_is_live(comm))
+        return comm->last_error;
+    /* A failed nonblocking init's message is the comm's; while the init
+     * runs, only its thread writes there, so the caller gets its own. */
+    if (comm && comm_async_known(comm) && comm_async_state(comm) != CCL_IN_PROGRESS)
         return comm->last_error;
     return err_message();
 }

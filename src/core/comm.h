@@ -118,6 +118,7 @@ struct ccl_comm {
     _Atomic int draining;      /* destroy/abort waits for pending to reach 0 */
 
     char last_error[COMM_ERR_MAX];
+    struct comm_async *async;  /* a nonblocking init's thread and state (comm_config.c); NULL otherwise */
 };
 
 /* The arguments of one call, as checked, grouped and queued. */
@@ -148,8 +149,34 @@ typedef struct {
 
 /* comm.c */
 int comm_is_live(const struct ccl_comm *comm);
+/* The error of a call given a comm that is not live: CCL_ERR_NULL_COMM, or
+ * CCL_ERR_INVALID_USAGE for a comm whose nonblocking init has not ended
+ * well. `who` names the call. */
+ccl_result_t comm_not_live(const struct ccl_comm *comm, const char *who);
 /* Joins the communicator of id as `rank` of nranks (arguments checked). */
 ccl_result_t comm_create(struct ccl_comm **out, int nranks, const ccl_unique_id_t *id, int rank);
+/* comm_create in steps, for a nonblocking init: a comm that holds nothing
+ * yet, then everything it connects (the slow, collective part; on failure
+ * what it made stays for comm_free), then the handle made valid. */
+ccl_result_t comm_alloc(struct ccl_comm **out, int nranks, int rank);
+ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id);
+ccl_result_t comm_publish(struct ccl_comm *comm);
+/* Frees whatever the comm holds, built or not (no peer is told). */
+void comm_free(struct ccl_comm *comm);
+/* Destroy or abort of a live comm: waits for its calls, then frees. */
+ccl_result_t comm_teardown(struct ccl_comm *comm, const char *who);
+
+/* comm_config.c: the comms of nonblocking inits until they are ready. */
+/* 1 when comm is one (ready or not; failed ones stay until destroyed). */
+int comm_async_known(const struct ccl_comm *comm);
+/* CCL_IN_PROGRESS while its init runs, else init's result (CCL_SUCCESS once
+ * the comm is live). */
+ccl_result_t comm_async_state(const struct ccl_comm *comm);
+/* Destroy (abort = 0: waits for the init to end) or abort (cancels it) of
+ * such a comm; CCL_ERR_NULL_COMM if comm is not one. */
+ccl_result_t comm_async_teardown(struct ccl_comm *comm, int abort, const char *who);
+/* Joins the init thread and frees its state (comm_free). */
+void comm_async_free(struct ccl_comm *comm);
 void comm_pending_add(struct ccl_comm *comm);
 void comm_pending_done(struct ccl_comm *comm);
 /* Copies this thread's error message into the comm (for ccl_get_last_error). */

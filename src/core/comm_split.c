@@ -37,7 +37,7 @@ CCL_API ccl_result_t ccl_comm_split(ccl_comm_t comm, int color, int key, ccl_com
     int locked = 0, n = 0, newrank = -1, nmine = 0;
     err_clear();
     if (!comm_is_live(comm))
-        return err_set(CCL_ERR_NULL_COMM, "ccl_comm_split: comm is NULL or destroyed");
+        return comm_not_live(comm, "ccl_comm_split");
     /* A destroy or abort in another thread waits for us instead of freeing
      * the ring under us. */
     comm_pending_add(comm);
@@ -130,7 +130,7 @@ CCL_API ccl_result_t ccl_comm_shrink(ccl_comm_t comm, const int *exclude_ranks, 
     int *members = NULL, nmembers = 0, newrank = -1;
     err_clear();
     if (!comm_is_live(comm))
-        return err_set(CCL_ERR_NULL_COMM, "ccl_comm_shrink: comm is NULL or destroyed");
+        return comm_not_live(comm, "ccl_comm_shrink");
     /* An abort of comm in another thread (a blocked call's) waits for us
      * instead of closing the listener under us. */
     comm_pending_add(comm);
@@ -185,12 +185,18 @@ out:
 CCL_API ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *async_error)
 {
     err_clear();
-    if (!comm_is_live(comm))
+    if (!comm_is_live(comm) && !comm_async_known(comm))
         return err_set(CCL_ERR_NULL_COMM, "ccl_comm_get_async_error: comm is NULL or destroyed");
     if (!async_error) {
         err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_comm_get_async_error: async_error is NULL");
         comm_record_error(comm);
         return CCL_ERR_INVALID_ARGUMENT;
+    }
+    if (!comm_is_live(comm)) {
+        /* A nonblocking init's comm: running, or failed (its message is the
+         * comm's last error). */
+        *async_error = comm_async_state(comm);
+        return CCL_SUCCESS;
     }
     ccl_result_t e = CCL_SUCCESS;
     if (atomic_load(&comm->aborted)) {

@@ -75,7 +75,7 @@ CCL_API ccl_result_t ccl_redop_create_premulsum(ccl_redop_t *op, void *scalar, c
     ccl_result_t res = CCL_SUCCESS;
     err_clear();
     if (!comm_is_live(comm))
-        return err_set(CCL_ERR_NULL_COMM, "ccl_redop_create_premulsum: comm is NULL or destroyed");
+        return comm_not_live(comm, "ccl_redop_create_premulsum");
     pthread_mutex_lock(&comm->redop_lock);
     if (!op || !scalar)
         CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "ccl_redop_create_premulsum: %s is NULL", !op ? "op" : "scalar");
@@ -112,7 +112,7 @@ CCL_API ccl_result_t ccl_redop_destroy(ccl_redop_t op, ccl_comm_t comm)
 {
     err_clear();
     if (!comm_is_live(comm))
-        return err_set(CCL_ERR_NULL_COMM, "ccl_redop_destroy: comm is NULL or destroyed");
+        return comm_not_live(comm, "ccl_redop_destroy");
     if ((unsigned)op < CCL_NUM_OPS) {
         ccl_result_t res = err_set(CCL_ERR_INVALID_OP, "ccl_redop_destroy: op %d is built in", (int)op);
         comm_record_error(comm);

@@ -5,6 +5,7 @@
  * POSIX shared memory mapped by several processes.
  */
 #include "core/wait.h"
+#include "core/err.h"
 #include "core/param.h"
 
 #include <limits.h>
@@ -24,6 +25,25 @@ uint64_t wait_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static __thread const _Atomic int *wait_cancel_flag;
+
+void wait_set_cancel(const _Atomic int *flag)
+{
+    wait_cancel_flag = flag;
+}
+
+ccl_result_t wait_check_cancel(const char *what)
+{
+    if (wait_cancel_flag && atomic_load(wait_cancel_flag))
+        return err_set(CCL_ERR_ABORTED, "aborted (ccl_comm_abort) while %s", what);
+    return CCL_SUCCESS;
+}
+
+int wait_poll_cap_ms(int ms)
+{
+    return wait_cancel_flag && ms > WAIT_CANCEL_POLL_MS ? WAIT_CANCEL_POLL_MS : ms;
 }
 
 int wait_spin_budget(int nlocal)

@@ -26,6 +26,19 @@ typedef struct {
 } wait_policy_t;
 
 uint64_t wait_now_ns(void);
+
+/* A thread that may be cancelled from another (a nonblocking init's: its
+ * comm's abort flag) names the flag here; the bootstrap's socket waits and
+ * the net setup then wake at least every WAIT_CANCEL_POLL_MS and give up
+ * with CCL_ERR_ABORTED once it is up. NULL: not cancellable. */
+#define WAIT_CANCEL_POLL_MS 20
+void wait_set_cancel(const _Atomic int *flag);
+/* CCL_ERR_ABORTED, with a message naming `what`, once this thread's flag
+ * is up; else CCL_SUCCESS. */
+ccl_result_t wait_check_cancel(const char *what);
+/* The longest this thread should sleep in one poll(): `ms`, or less when
+ * it is cancellable. */
+int wait_poll_cap_ms(int ms);
 /* Spin and yield budgets (us) for `nlocal` ranks sharing this host's cores. */
 int wait_spin_budget(int nlocal);
 int wait_yield_budget(int nlocal);

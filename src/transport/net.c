@@ -669,6 +669,10 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
         }
         if (waiting == 0)
             break;
+        if (wait_check_cancel("making net connections") != CCL_SUCCESS) {
+            res = CCL_ERR_ABORTED;
+            goto out;
+        }
         if (wait_now_ns() > deadline) {
             for (int i = 0; i < net->nconns; i++)
                 if (!net->conns[i].pcomm || (net->conns[i].is_send && !net->conns[i].hello_done))
