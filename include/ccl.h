@@ -259,6 +259,27 @@ ccl_result_t ccl_redop_destroy(ccl_redop_t op, ccl_comm_t comm);
 ccl_result_t ccl_group_start(void);
 ccl_result_t ccl_group_end(void);
 
+/* What ccl_group_simulate_end reports, like ncclSimInfo_t: declare with
+ *     ccl_sim_info_t info = CCL_SIM_INFO_INITIALIZER; */
+typedef struct {
+    size_t size;             /* sizeof(ccl_sim_info_t) the program was built with */
+    unsigned int magic;      /* CCL_SIM_INFO_MAGIC */
+    unsigned int version;    /* CCL_VERSION_CODE the program was built with */
+    float estimated_time_us; /* set by ccl_group_simulate_end */
+} ccl_sim_info_t;
+
+#define CCL_SIM_INFO_MAGIC 0xcc15171fu
+#define CCL_SIM_INFO_INITIALIZER {sizeof(ccl_sim_info_t), CCL_SIM_INFO_MAGIC, CCL_VERSION_CODE, 0.0f}
+
+/* Ends a group like ccl_group_end but runs nothing (like
+ * ncclGroupSimulateEnd): info->estimated_time_us is the tuner's modelled
+ * time of the queued calls, each with the algorithm the tuner would pick
+ * (CCL_ALGO respected); per communicator the calls' times add up, and
+ * communicators count as running side by side (the slowest one's sum).
+ * The same on every rank for the same calls. An inner group's end only
+ * closes that level (as ccl_group_end): the outermost one reports. */
+ccl_result_t ccl_group_simulate_end(ccl_sim_info_t *info);
+
 /* ---- collectives --------------------------------------------------------- */
 
 /* recvbuf[i] = op over ranks of sendbuf[i], on every rank. In place when

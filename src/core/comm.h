@@ -302,6 +302,9 @@ ccl_result_t tuner_init(struct ccl_comm *comm);
 void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
                        tune_links_t *out);
 algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
+/* The modelled time (us) of call a on its comm, with the algorithm the
+ * tuner picks for it (ccl_group_simulate_end). */
+double tuner_estimate_us(const coll_args_t *a, int grouped);
 const char *tuner_algo_name(algo_t algo);
 
 /* stream.c: the stream takes a copy of the calls (one call or a group). */

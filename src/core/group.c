@@ -112,6 +112,52 @@ CCL_API ccl_result_t ccl_group_start(void)
     return CCL_SUCCESS;
 }
 
+/* Sums the modelled time of the group's calls per comm; the slowest comm
+ * is the group's time. */
+static double group_estimate_us(void)
+{
+    double worst = 0;
+    for (int i = 0; i < group.ncalls; i++) {
+        int first = 1;
+        for (int j = 0; j < i && first; j++)
+            first = group.calls[j].comm != group.calls[i].comm;
+        if (!first)
+            continue; /* this comm was summed with its first call */
+        double sum = 0;
+        int grouped = 0;
+        for (int j = i; j < group.ncalls; j++)
+            grouped += group.calls[j].comm == group.calls[i].comm;
+        for (int j = i; j < group.ncalls; j++)
+            if (group.calls[j].comm == group.calls[i].comm)
+                sum += tuner_estimate_us(&group.calls[j], grouped > 1);
+        if (sum > worst)
+            worst = sum;
+    }
+    return worst;
+}
+
+CCL_API ccl_result_t ccl_group_simulate_end(ccl_sim_info_t *info)
+{
+    err_clear();
+    if (!info || info->magic != CCL_SIM_INFO_MAGIC ||
+        info->size < offsetof(ccl_sim_info_t, estimated_time_us) + sizeof info->estimated_time_us)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_group_simulate_end: info is NULL or not made with "
+                       "CCL_SIM_INFO_INITIALIZER (the group stays open)");
+    if (group.depth == 0)
+        return err_set(CCL_ERR_GROUP, "ccl_group_simulate_end without a matching ccl_group_start");
+    if (--group.depth > 0)
+        return CCL_SUCCESS;
+    ccl_result_t res = group.error;
+    if (res != CCL_SUCCESS) {
+        err_set(res, "ccl_group_simulate_end: a call in the group failed: %s", group.error_msg);
+        group_reset();
+        return res;
+    }
+    info->estimated_time_us = (float)group_estimate_us();
+    group_reset(); /* nothing runs */
+    return CCL_SUCCESS;
+}
+
 CCL_API ccl_result_t ccl_group_end(void)
 {
     err_clear();

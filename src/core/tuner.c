@@ -18,6 +18,7 @@
 #include "core/comm.h"
 #include "core/err.h"
 #include "core/param.h"
+#include "device/reduce.h"
 #include "topo/topo.h"
 
 #include <math.h>
@@ -239,4 +240,27 @@ algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, 
                                                                        : " (CCL_ALGO does not apply)");
     *last = (tuner_last_t){size, grouped, (int)algo};
     return algo;
+}
+
+double tuner_estimate_us(const coll_args_t *a, int grouped)
+{
+    const struct ccl_comm *comm = a->comm;
+    /* The model's size is nccl-tests': the whole gathered or scattered
+     * buffer where counts are per rank, the same on every rank. */
+    size_t size = a->count * dev_dtype_size(a->dtype);
+    switch (a->coll) {
+    case SCHED_ALLGATHER:
+    case SCHED_GATHER:
+    case SCHED_REDUCE_SCATTER:
+    case SCHED_SCATTER:
+    case SCHED_ALLTOALL:
+        size *= (size_t)comm->nranks;
+        break;
+    default:
+        break;
+    }
+    double cost = 0;
+    tune_why_t why;
+    tune_pick(&comm->tune, a->coll, size, grouped, comm->algo_allowed[a->coll], &cost, &why);
+    return cost;
 }
