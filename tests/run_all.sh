@@ -188,6 +188,10 @@ for v in "CCL_VERIFY=1" "CCL_VERIFY=1 CCL_ALGO=tree" "CCL_VERIFY=1 CCL_ALGO=rd";
     run_variant "$v" test_allreduce 3 5
 done
 run_variant "CCL_CHECK_ARGS=1" test_groups
+# Every comm from the nonblocking init (ccl_comm_init_rank_config,
+# blocking = 0; tests/common/test_launch.c polls it ready).
+run_variant "CCL_TEST_NONBLOCKING_INIT=1" test_allreduce 3 4
+run_variant "CCL_TEST_NONBLOCKING_INIT=1" test_colls 3
 # A host stream holding two calls at most: every enqueue past that waits
 # for room (CCL_STREAM_DEPTH), and nothing may deadlock or reorder.
 run_variant "CCL_STREAM_DEPTH=2" test_streams

@@ -21,6 +21,7 @@
 #include "core/handle.h"
 #include "core/log.h"
 #include "core/wait.h"
+#include "device/cuda_rt.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ struct comm_async {
     pthread_t thread;
     int joined;
     ccl_unique_id_t id;
+    int device;        /* the caller's current GPU, -1: none (the thread takes it) */
     _Atomic int state; /* ccl_result_t: CCL_IN_PROGRESS, then init's result */
 };
 
@@ -51,6 +53,10 @@ static void *comm_async_thread(void *arg)
     ccl_result_t res = CCL_SUCCESS;
     log_set_rank(comm->rank);
     wait_set_cancel(&comm->aborted);
+    /* Topology affinity and the kernel load at the end of the build look
+     * at the current device, which a new thread does not inherit. */
+    if (comm->async->device >= 0)
+        CCL_TRY(dev_set_current_device(comm->async->device));
     CCL_TRY(comm_build(comm, &comm->async->id));
     CCL_TRY(comm_publish(comm));
 out:
@@ -109,6 +115,8 @@ CCL_API ccl_result_t ccl_comm_init_rank_config(ccl_comm_t *out, int nranks, ccl_
     if (!comm->async)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
     comm->async->id = id;
+    /* Only a process that uses CUDA already has a device to pass on. */
+    comm->async->device = dev_cuda_loaded() ? dev_current_device() : -1;
     comm->async->joined = 1; /* until the thread exists */
     atomic_store(&comm->async->state, (int)CCL_IN_PROGRESS);
     if (handle_add(&comm_async_set, comm, 0) != 0)

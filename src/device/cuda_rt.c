@@ -411,6 +411,14 @@ int dev_current_device(void)
     return dev;
 }
 
+ccl_result_t dev_set_current_device(int dev)
+{
+    cudaError_t e = cudaSetDevice(dev);
+    if (e != cudaSuccess)
+        return dev_cuda_fail("cudaSetDevice", e);
+    return CCL_SUCCESS;
+}
+
 /* Devices whose kernels are loaded, a bit each (dev_kernels_ready); the
  * lock only keeps two threads from loading the same device twice. */
 #define DEV_LOADED_MAX 64
@@ -567,6 +575,11 @@ int dev_peer_reachable(int dev, int peer)
 }
 
 int dev_current_device(void) { return -1; }
+ccl_result_t dev_set_current_device(int dev)
+{
+    (void)dev;
+    return CCL_SUCCESS;
+}
 
 ccl_result_t dev_kernels_ready(void) { return CCL_SUCCESS; }
 

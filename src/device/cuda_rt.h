@@ -107,6 +107,9 @@ int dev_peer_reachable(int dev, int peer);
 
 /* The calling thread's current device, -1 when CUDA is not usable. */
 int dev_current_device(void);
+/* Makes dev the calling thread's current device (a nonblocking init's
+ * thread takes its caller's). */
+ccl_result_t dev_set_current_device(int dev);
 /* ccl's kernels loaded on the current device, once per device and
  * process (dev_cuda_load_kernels of kernels_cuda.h says why): before ccl
  * queues anything of its own on a stream there. CCL_SUCCESS at once after

@@ -143,10 +143,29 @@ ccl_comm_t tst_comm_init_id(tst_ctx_t *ctx, ccl_unique_id_t id)
 {
     ccl_comm_t comm = NULL;
     int n = -1, r = -1;
-    tst_set_case(ctx, "ccl_comm_init_rank(nranks=%d, rank=%d)", ctx->nranks, ctx->rank);
-    TST_CCL(ctx, NULL, ccl_comm_init_rank(&comm, ctx->nranks, id, ctx->rank));
-    if (!comm)
-        tst_fatal(ctx, "ccl_comm_init_rank succeeded but left comm NULL");
+    if (tst_env_long("CCL_TEST_NONBLOCKING_INIT", 0)) {
+        /* The whole test on comms from the nonblocking init, polled. */
+        ccl_config_t config = CCL_CONFIG_INITIALIZER;
+        config.blocking = 0;
+        tst_set_case(ctx, "nonblocking ccl_comm_init_rank_config(nranks=%d, rank=%d)", ctx->nranks, ctx->rank);
+        ccl_result_t rc = ccl_comm_init_rank_config(&comm, ctx->nranks, id, ctx->rank, &config);
+        if (rc != CCL_IN_PROGRESS || !comm)
+            tst_fatal(ctx, "nonblocking init returned %s with comm %p: %s", ccl_get_error_string(rc), (void *)comm,
+                      ccl_get_last_error(NULL));
+        ccl_result_t async = CCL_IN_PROGRESS;
+        while (async == CCL_IN_PROGRESS) {
+            TST_CCL(ctx, comm, ccl_comm_get_async_error(comm, &async));
+            if (async == CCL_IN_PROGRESS)
+                usleep(500);
+        }
+        if (async != CCL_SUCCESS)
+            tst_fatal(ctx, "nonblocking init failed: %s (%s)", ccl_get_error_string(async), ccl_get_last_error(comm));
+    } else {
+        tst_set_case(ctx, "ccl_comm_init_rank(nranks=%d, rank=%d)", ctx->nranks, ctx->rank);
+        TST_CCL(ctx, NULL, ccl_comm_init_rank(&comm, ctx->nranks, id, ctx->rank));
+        if (!comm)
+            tst_fatal(ctx, "ccl_comm_init_rank succeeded but left comm NULL");
+    }
     TST_CCL(ctx, comm, ccl_comm_count(comm, &n));
     TST_CCL(ctx, comm, ccl_comm_user_rank(comm, &r));
     if (n != ctx->nranks || r != ctx->rank)
