@@ -112,6 +112,30 @@ CCL_API ccl_result_t ccl_group_start(void)
     return CCL_SUCCESS;
 }
 
+/* Closes one level of the group: 1 when it was the outermost and every
+ * call in it passed its checks (the caller then runs or simulates it);
+ * else 0 with *res set (an inner level: CCL_SUCCESS; no group, or a
+ * failed call: the error, the group dropped). */
+static int group_close(const char *who, ccl_result_t *res)
+{
+    *res = CCL_SUCCESS;
+    if (group.depth == 0) {
+        *res = err_set(CCL_ERR_GROUP, "%s without a matching ccl_group_start", who);
+        return 0;
+    }
+    if (--group.depth > 0)
+        return 0;
+    if (group.error != CCL_SUCCESS) {
+        *res = err_set(group.error, "%s: the group ran nothing because a call in it failed: %s", who,
+                       group.error_msg);
+        for (int i = 0; i < group.ncalls; i++)
+            comm_record_error(group.calls[i].comm);
+        group_reset();
+        return 0;
+    }
+    return 1;
+}
+
 /* Sums the modelled time of the group's calls per comm; the slowest comm
  * is the group's time. */
 static double group_estimate_us(void)
@@ -143,16 +167,9 @@ CCL_API ccl_result_t ccl_group_simulate_end(ccl_sim_info_t *info)
         info->size < offsetof(ccl_sim_info_t, estimated_time_us) + sizeof info->estimated_time_us)
         return err_set(CCL_ERR_INVALID_ARGUMENT, "ccl_group_simulate_end: info is NULL or not made with "
                        "CCL_SIM_INFO_INITIALIZER (the group stays open)");
-    if (group.depth == 0)
-        return err_set(CCL_ERR_GROUP, "ccl_group_simulate_end without a matching ccl_group_start");
-    if (--group.depth > 0)
-        return CCL_SUCCESS;
-    ccl_result_t res = group.error;
-    if (res != CCL_SUCCESS) {
-        err_set(res, "ccl_group_simulate_end: a call in the group failed: %s", group.error_msg);
-        group_reset();
+    ccl_result_t res;
+    if (!group_close("ccl_group_simulate_end", &res))
         return res;
-    }
     info->estimated_time_us = (float)group_estimate_us();
     group_reset(); /* nothing runs */
     return CCL_SUCCESS;
@@ -161,18 +178,9 @@ CCL_API ccl_result_t ccl_group_simulate_end(ccl_sim_info_t *info)
 CCL_API ccl_result_t ccl_group_end(void)
 {
     err_clear();
-    if (group.depth == 0)
-        return err_set(CCL_ERR_GROUP, "ccl_group_end without a matching ccl_group_start");
-    if (--group.depth > 0)
-        return CCL_SUCCESS;
-    ccl_result_t res = group.error;
-    if (res != CCL_SUCCESS) {
-        err_set(res, "ccl_group_end: the group ran nothing because a call in it failed: %s", group.error_msg);
-        for (int i = 0; i < group.ncalls; i++)
-            comm_record_error(group.calls[i].comm);
-        group_reset();
+    ccl_result_t res;
+    if (!group_close("ccl_group_end", &res))
         return res;
-    }
     if (group.ncalls == 0)
         return CCL_SUCCESS;
     if (group.stream) {
