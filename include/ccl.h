@@ -184,7 +184,21 @@ ccl_result_t ccl_comm_init_rank_config(ccl_comm_t *comm, int nranks, ccl_unique_
  * devlist is reserved for GPU ordinals and may be NULL for host ranks.
  * comms[i] is rank i. */
 ccl_result_t ccl_comm_init_all(ccl_comm_t *comms, int ndev, const int *devlist);
-/* Waits for queued work, then frees everything the comm holds. */
+/* Collective, like ncclCommFinalize: waits for this rank's queued and
+ * running calls, then for every rank of comm to do the same (a barrier).
+ * On CCL_SUCCESS every rank has finished every call it made on comm before
+ * its finalize, so their buffers may be reused or freed anywhere, and the
+ * ccl_comm_destroy that must follow frees local state without waiting.
+ * From the call on, every call on comm but ccl_comm_destroy,
+ * ccl_comm_abort, ccl_comm_get_async_error, ccl_get_last_error,
+ * ccl_comm_count and ccl_comm_user_rank is CCL_ERR_INVALID_USAGE. On a comm
+ * made with ccl_config_t.blocking = 0 it returns CCL_IN_PROGRESS at once;
+ * ccl_comm_get_async_error says CCL_IN_PROGRESS until the barrier is
+ * passed (CCL_SUCCESS) or failed (the error). A rank that is gone makes it
+ * fail within CCL_TIMEOUT on the others; ccl_comm_abort ends it at once. */
+ccl_result_t ccl_comm_finalize(ccl_comm_t comm);
+/* Waits for queued work, then frees everything the comm holds. Without a
+ * ccl_comm_finalize before it, peers may still be in calls on comm. */
 ccl_result_t ccl_comm_destroy(ccl_comm_t comm);
 /* Stops outstanding work as soon as possible and frees the comm; peers see an
  * error instead of hanging. Safe to call from another thread. */

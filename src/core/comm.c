@@ -28,6 +28,9 @@ int comm_is_live(const struct ccl_comm *comm)
 
 ccl_result_t comm_not_live(const struct ccl_comm *comm, const char *who)
 {
+    if (comm && comm_async_known(comm) && comm_async_phase(comm) == COMM_PHASE_FINALIZE)
+        return err_set(CCL_ERR_INVALID_USAGE, "%s: the communicator was finalized (ccl_comm_finalize); only "
+                       "ccl_comm_destroy or ccl_comm_abort may follow", who);
     if (comm && comm_async_known(comm) && comm_async_state(comm) == CCL_IN_PROGRESS)
         return err_set(CCL_ERR_INVALID_USAGE, "%s: the communicator is not ready: its nonblocking init is still "
                        "running (poll ccl_comm_get_async_error until CCL_SUCCESS)", who);
@@ -347,13 +350,23 @@ ccl_result_t comm_teardown(ccl_comm_t comm, const char *who)
 {
     if (!comm || !handle_remove(&comm_live, comm, NULL))
         return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or already destroyed", who);
+    comm_pending_wait(comm);
+    comm_free(comm);
+    return CCL_SUCCESS;
+}
+
+int comm_unpublish(struct ccl_comm *comm)
+{
+    return handle_remove(&comm_live, comm, NULL);
+}
+
+void comm_pending_wait(struct ccl_comm *comm)
+{
     atomic_store(&comm->draining, 1);
     pthread_mutex_lock(&comm->pending_lock);
     while (atomic_load(&comm->pending) > 0)
         pthread_cond_wait(&comm->pending_cond, &comm->pending_lock);
     pthread_mutex_unlock(&comm->pending_lock);
-    comm_free(comm);
-    return CCL_SUCCESS;
 }
 
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm)

@@ -118,7 +118,9 @@ struct ccl_comm {
     _Atomic int draining;      /* destroy/abort waits for pending to reach 0 */
 
     char last_error[COMM_ERR_MAX];
-    struct comm_async *async;  /* a nonblocking init's thread and state (comm_config.c); NULL otherwise */
+    int nonblocking;           /* made with ccl_config_t.blocking = 0: finalize runs in a thread too */
+    struct comm_async *async;  /* the thread and state of a nonblocking init or of a finalize
+                                * (comm_config.c); NULL otherwise */
 };
 
 /* The arguments of one call, as checked, grouped and queued. */
@@ -166,17 +168,33 @@ void comm_free(struct ccl_comm *comm);
 /* Destroy or abort of a live comm: waits for its calls, then frees. */
 ccl_result_t comm_teardown(struct ccl_comm *comm, const char *who);
 
-/* comm_config.c: the comms of nonblocking inits until they are ready. */
+/* comm_config.c: comms in a phase where they are not live (calls refused
+ * by comm_not_live): a nonblocking init until it has ended well, and a
+ * comm from ccl_comm_finalize on. */
+typedef enum { COMM_PHASE_INIT, COMM_PHASE_FINALIZE } comm_phase_t;
 /* 1 when comm is one (ready or not; failed ones stay until destroyed). */
 int comm_async_known(const struct ccl_comm *comm);
-/* CCL_IN_PROGRESS while its init runs, else init's result (CCL_SUCCESS once
- * the comm is live). */
+/* CCL_IN_PROGRESS while its phase's work runs, else that work's result
+ * (after an init, CCL_SUCCESS once the comm is live). */
 ccl_result_t comm_async_state(const struct ccl_comm *comm);
-/* Destroy (abort = 0: waits for the init to end) or abort (cancels it) of
- * such a comm; CCL_ERR_NULL_COMM if comm is not one. */
+comm_phase_t comm_async_phase(const struct ccl_comm *comm);
+/* Lists comm in the set, in `phase`, state CCL_IN_PROGRESS (joins the
+ * ended thread of an earlier nonblocking init). */
+ccl_result_t comm_async_enter(struct ccl_comm *comm, comm_phase_t phase);
+/* Runs the phase's work in a thread of its own, which ends with
+ * comm_async_end and must not touch the comm after it. */
+ccl_result_t comm_async_start(struct ccl_comm *comm, void *(*run)(void *));
+void comm_async_end(struct ccl_comm *comm, ccl_result_t res);
+/* Destroy (abort = 0: waits for the phase's work to end) or abort (cancels
+ * it) of such a comm; CCL_ERR_NULL_COMM if comm is not one. */
 ccl_result_t comm_async_teardown(struct ccl_comm *comm, int abort, const char *who);
-/* Joins the init thread and frees its state (comm_free). */
+/* Joins the thread and frees its state (comm_free). */
 void comm_async_free(struct ccl_comm *comm);
+/* comm.c: takes a live comm out of the live set (its calls are refused
+ * from then on); 0 if it was not there. */
+int comm_unpublish(struct ccl_comm *comm);
+/* Waits until every queued and running call of comm has ended. */
+void comm_pending_wait(struct ccl_comm *comm);
 void comm_pending_add(struct ccl_comm *comm);
 void comm_pending_done(struct ccl_comm *comm);
 /* Copies this thread's error message into the comm (for ccl_get_last_error). */

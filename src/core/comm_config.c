@@ -1,7 +1,8 @@
 /*
  * comm_config.c - ccl_comm_init_rank_config: the config struct, and the
  * nonblocking init (blocking = 0) that returns at once while a thread of
- * ours builds the communicator.
+ * ours builds the communicator; and the set of comms in such a phase of
+ * their own, which ccl_comm_finalize (comm_finalize.c) also uses.
  *
  * Why nonblocking: init is collective and can wait long (a rank that is
  * late, or never comes). A framework's watchdog must be able to give up on
@@ -30,6 +31,7 @@
 struct comm_async {
     pthread_t thread;
     int joined;
+    comm_phase_t phase;
     ccl_unique_id_t id;
     int device;        /* the caller's current GPU, -1: none (the thread takes it) */
     _Atomic int state; /* ccl_result_t: CCL_IN_PROGRESS, then init's result */
@@ -45,6 +47,46 @@ int comm_async_known(const struct ccl_comm *comm)
 ccl_result_t comm_async_state(const struct ccl_comm *comm)
 {
     return (ccl_result_t)atomic_load(&comm->async->state);
+}
+
+comm_phase_t comm_async_phase(const struct ccl_comm *comm)
+{
+    return comm->async->phase;
+}
+
+ccl_result_t comm_async_enter(struct ccl_comm *comm, comm_phase_t phase)
+{
+    if (!comm->async) {
+        comm->async = calloc(1, sizeof *comm->async);
+        if (!comm->async)
+            return err_set(CCL_ERR_SYSTEM, "out of memory");
+        comm->async->joined = 1; /* no thread yet */
+    }
+    /* A nonblocking init's thread has ended once the comm is live; it
+     * stayed unjoined (see comm_async_thread). */
+    if (!comm->async->joined) {
+        pthread_join(comm->async->thread, NULL);
+        comm->async->joined = 1;
+    }
+    comm->async->phase = phase;
+    atomic_store(&comm->async->state, (int)CCL_IN_PROGRESS);
+    if (!handle_contains(&comm_async_set, comm) && handle_add(&comm_async_set, comm, 0) != 0)
+        return err_set(CCL_ERR_SYSTEM, "out of memory");
+    return CCL_SUCCESS;
+}
+
+ccl_result_t comm_async_start(struct ccl_comm *comm, void *(*run)(void *))
+{
+    int rc = pthread_create(&comm->async->thread, NULL, run, comm);
+    if (rc != 0)
+        return err_set(CCL_ERR_SYSTEM, "cannot start the communicator's thread: %s", strerror(rc));
+    comm->async->joined = 0;
+    return CCL_SUCCESS;
+}
+
+void comm_async_end(struct ccl_comm *comm, ccl_result_t res)
+{
+    atomic_store(&comm->async->state, (int)res);
 }
 
 static void *comm_async_thread(void *arg)
@@ -67,7 +109,7 @@ out:
         if (res != CCL_ERR_ABORTED)
             LOG_WARN(SUB_INIT, "%s", comm->last_error);
     }
-    atomic_store(&comm->async->state, (int)res);
+    comm_async_end(comm, res);
     /* Ready: calls now find it live. Nothing here touches the comm after
      * the state, so a destroy may free it as soon as it joins us. */
     return NULL;
@@ -111,21 +153,13 @@ CCL_API ccl_result_t ccl_comm_init_rank_config(ccl_comm_t *out, int nranks, ccl_
     if (rank < 0 || rank >= nranks)
         CCL_FAIL(CCL_ERR_INVALID_RANK, "ccl_comm_init_rank_config: rank %d is not in 0..%d", rank, nranks - 1);
     CCL_TRY(comm_alloc(&comm, nranks, rank));
-    comm->async = calloc(1, sizeof *comm->async);
-    if (!comm->async)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
+    comm->nonblocking = 1;
+    CCL_TRY(comm_async_enter(comm, COMM_PHASE_INIT));
+    listed = 1;
     comm->async->id = id;
     /* Only a process that uses CUDA already has a device to pass on. */
     comm->async->device = dev_cuda_loaded() ? dev_current_device() : -1;
-    comm->async->joined = 1; /* until the thread exists */
-    atomic_store(&comm->async->state, (int)CCL_IN_PROGRESS);
-    if (handle_add(&comm_async_set, comm, 0) != 0)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
-    listed = 1;
-    int rc = pthread_create(&comm->async->thread, NULL, comm_async_thread, comm);
-    if (rc != 0)
-        CCL_FAIL(CCL_ERR_SYSTEM, "ccl_comm_init_rank_config: cannot start the init thread: %s", strerror(rc));
-    comm->async->joined = 0;
+    CCL_TRY(comm_async_start(comm, comm_async_thread));
     *out = comm;
     return CCL_IN_PROGRESS;
 out:
@@ -153,15 +187,23 @@ ccl_result_t comm_async_teardown(struct ccl_comm *comm, int abort, const char *w
 {
     if (!comm || !handle_remove(&comm_async_set, comm, NULL))
         return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or already destroyed", who);
-    if (abort)
+    if (abort && comm->async->phase == COMM_PHASE_FINALIZE && comm_async_state(comm) == CCL_IN_PROGRESS) {
+        /* A finalize still waits on its peers: end those waits now, and
+         * tell the peers, as an abort of a live comm does. */
         atomic_store(&comm->aborted, 1);
-    pthread_join(comm->async->thread, NULL);
+        connect_poison(comm, NULL);
+    } else if (abort) {
+        atomic_store(&comm->aborted, 1);
+    }
+    if (!comm->async->joined)
+        pthread_join(comm->async->thread, NULL);
     comm->async->joined = 1;
-    if (comm_async_state(comm) == CCL_SUCCESS)
+    if (comm->async->phase == COMM_PHASE_INIT && comm_async_state(comm) == CCL_SUCCESS)
         /* The init ended well before it saw the abort, or this is a
          * destroy: the comm is live, and goes as a live one does (an abort
          * tells its peers). */
         return abort ? ccl_comm_abort(comm) : ccl_comm_destroy(comm);
+    /* A failed init, or a finalized comm: its calls have all ended. */
     comm_free(comm);
     return CCL_SUCCESS;
 }

@@ -384,3 +384,8 @@ int tst_run_ranks(const char *name, int nranks, int timeout_s, tst_rank_fn fn, v
     munmap(sh, sizeof(*sh));
     return failed;
 }
+
+int tst_scenario_wanted(int argc, char **argv, const char *name)
+{
+    return argc < 2 || strcmp(argv[1], name) == 0;
+}

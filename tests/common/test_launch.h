@@ -59,6 +59,10 @@ void tst_barrier(tst_ctx_t *ctx);
 void tst_sigkill_self(tst_ctx_t *ctx) __attribute__((noreturn));
 /* Rank 0 calls ccl_get_unique_id; everyone returns with the same id. */
 void tst_share_id(tst_ctx_t *ctx, ccl_unique_id_t *id);
+/* Whether a test's scenario `name` runs: every one without arguments, else
+ * only the one argv[1] names (to run one alone, e.g. under ThreadSanitizer,
+ * which cannot follow a fork from a process that already has threads). */
+int tst_scenario_wanted(int argc, char **argv, const char *name);
 /* What this rank is doing now; shown if the run hangs or dies. */
 void tst_set_case(tst_ctx_t *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Reports a wrong result and continues (all ranks must keep issuing the

@@ -211,3 +211,17 @@ out:
     free(again);
     return left;
 }
+
+int tst_run_ranks_shm_clean(const char *name, int nranks, int timeout_s, tst_rank_fn fn, void *arg)
+{
+    static char before[1 << 14];
+    tst_list_ccl_shm(before, sizeof before);
+    int failed = tst_run_ranks(name, nranks, timeout_s, fn, arg) != 0;
+    char first[512];
+    int left = tst_shm_left_behind(before, first, sizeof first);
+    if (left > 0) {
+        printf("%s: %d /dev/shm entries left behind, e.g. %s\n", name, left, first);
+        failed = 1;
+    }
+    return failed;
+}

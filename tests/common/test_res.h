@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include "test_launch.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,6 +70,11 @@ int tst_own_ccl_shm_maps(char *first, size_t len);
  * process uses, or that goes away, belongs to a test running beside this
  * one on the machine.) The first of them goes to *first. */
 int tst_shm_left_behind(const char *before, char *first, size_t len);
+
+/* tst_run_ranks, then tst_shm_left_behind against the list taken just
+ * before: 0 when the run passed and left no /dev/shm entry behind (each
+ * entry left is reported under the run's name). */
+int tst_run_ranks_shm_clean(const char *name, int nranks, int timeout_s, tst_rank_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

@@ -124,8 +124,6 @@ static int nonblocking_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
-static char shm_before[1 << 14];
-
 static int abort_body(tst_ctx_t *ctx, void *arg)
 {
     (void)arg;
@@ -223,15 +221,6 @@ static int config_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
-/* argv[1], if given, runs that scenario alone (net, config, nonblocking,
- * abort, failed): under ThreadSanitizer, which cannot follow a fork from a
- * process that already has threads (the bootstrap root of an earlier
- * scenario), run each so. */
-static int wanted(int argc, char **argv, const char *name)
-{
-    return argc < 2 || strcmp(argv[1], name) == 0;
-}
-
 int main(int argc, char **argv)
 {
     /* Bounds the failed scenario; the others never wait that long. */
@@ -240,23 +229,15 @@ int main(int argc, char **argv)
     /* First: ccl reads the CCL_* table once per process, and the ranks set
      * CCL_HOSTID before their first call, which only works while the
      * parent they fork from has not read it (it does after forking them). */
-    if (wanted(argc, argv, "net"))
+    if (tst_scenario_wanted(argc, argv, "net"))
         failed += tst_run_ranks("init_config: nonblocking, 2 fake hosts", NRANKS, 60, nonblocking_body, "net") != 0;
-    if (wanted(argc, argv, "config"))
+    if (tst_scenario_wanted(argc, argv, "config"))
         failed += tst_run_ranks("init_config: config", 1, 60, config_body, NULL) != 0;
-    if (wanted(argc, argv, "nonblocking"))
+    if (tst_scenario_wanted(argc, argv, "nonblocking"))
         failed += tst_run_ranks("init_config: nonblocking", NRANKS, 60, nonblocking_body, NULL) != 0;
-    if (wanted(argc, argv, "abort")) {
-        tst_list_ccl_shm(shm_before, sizeof shm_before);
-        failed += tst_run_ranks("init_config: abort", NRANKS, 60, abort_body, NULL) != 0;
-        char first[512];
-        int left = tst_shm_left_behind(shm_before, first, sizeof first);
-        if (left > 0) {
-            printf("init_config: abort: %d /dev/shm entries left behind, e.g. %s\n", left, first);
-            failed++;
-        }
-    }
-    if (wanted(argc, argv, "failed"))
+    if (tst_scenario_wanted(argc, argv, "abort"))
+        failed += tst_run_ranks_shm_clean("init_config: abort", NRANKS, 60, abort_body, NULL);
+    if (tst_scenario_wanted(argc, argv, "failed"))
         failed += tst_run_ranks("init_config: failed", NRANKS, 60, failed_body, NULL) != 0;
     printf("test_init_config: %s\n", failed ? "FAILED" : "passed");
     return failed ? 1 : 0;
