@@ -133,6 +133,9 @@ run_dir() {
 # ---- unit, sim, mp ----------------------------------------------------------
 run_dir unit
 run_dir sim
+# The engine with two rounds in flight (CCL_ENGINE_WINDOW's default on
+# comms that span hosts) over every schedule, up to 64 ranks.
+run_test "sim/test_sim_schedules[--window=2]" sim "$BUILD/tests/sim/test_sim_schedules" --window=2 --max-ranks=64
 run_dir mp
 
 # The default tuning sends small messages one way and large ones another, so
@@ -192,6 +195,11 @@ run_variant "CCL_CHECK_ARGS=1" test_groups
 # blocking = 0; tests/common/test_launch.c polls it ready).
 run_variant "CCL_TEST_NONBLOCKING_INIT=1" test_allreduce 3 4
 run_variant "CCL_TEST_NONBLOCKING_INIT=1" test_colls 3
+# Four rounds in flight on one host (CCL_ENGINE_WINDOW; the default there
+# is one): the executor's side of the windowed engine, groups included.
+run_variant "CCL_ENGINE_WINDOW=4" test_allreduce 3 4
+run_variant "CCL_ENGINE_WINDOW=4" test_colls 3
+run_variant "CCL_ENGINE_WINDOW=4" test_groups
 # A host stream holding two calls at most: every enqueue past that waits
 # for room (CCL_STREAM_DEPTH), and nothing may deadlock or reorder.
 run_variant "CCL_STREAM_DEPTH=2" test_streams

@@ -4,6 +4,7 @@
 #include "algos/engine.h"
 #include "core/err.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +14,7 @@ ccl_result_t eng_job_setup(eng_job_t *job, eng_op_t *ops, int nops, int nranks, 
     size_t nsteps = 0;
     for (int o = 0; o < nops; o++)
         nsteps += (size_t)ops[o].sched->nsteps;
-    size_t need = nsteps * sizeof(size_t) + (size_t)nops + 2 * (size_t)nranks;
+    size_t need = nsteps * sizeof(size_t) + 2 * (size_t)nranks;
     if (need > *cap) {
         void *p = realloc(*arena, need);
         if (!p)
@@ -29,11 +30,15 @@ ccl_result_t eng_job_setup(eng_job_t *job, eng_op_t *ops, int nops, int nranks, 
     job->slot_bytes = slot_bytes;
     job->round = 0;
     job->rounds = 0;
+    job->window = 1;
+    job->lagged = 0;
     job->blocked = (unsigned char *)(next + nsteps);
     for (int o = 0; o < nops; o++) {
         ops[o].next = next;
         ops[o].first = 0;
         next += ops[o].sched->nsteps;
+        for (int i = 0; i < ops[o].sched->nsteps; i++)
+            job->lagged |= ops[o].sched->steps[i].lag != 0;
         size_t r = sched_rounds(ops[o].sched, ops[o].elem_size, slot_bytes);
         if (r > job->rounds)
             job->rounds = r;
@@ -41,73 +46,121 @@ ccl_result_t eng_job_setup(eng_job_t *job, eng_op_t *ops, int nops, int nranks, 
     return CCL_SUCCESS;
 }
 
-int eng_sweep(eng_job_t *job, eng_try_fn try, void *ctx, eng_sweep_t *out)
+/* Marks step st pending: later users of its connections, in this round and
+ * the later ones of the window, wait behind it. */
+static void eng_block_conns(eng_job_t *job, const sched_step_t *st)
 {
-    out->ran = 0;
-    out->wait_op = out->wait_step = -1;
-    out->nwaiting = 0;
-    unsigned char *op_blocked = job->blocked;
-    unsigned char *send_blocked = op_blocked + job->nops;
+    unsigned char *send_blocked = job->blocked;
     unsigned char *recv_blocked = send_blocked + job->nranks;
-    /* One operation alone never shares a connection within a round with
-     * another (each schedule uses a connection at most once per step, and
-     * in step order unless its steps are independent of each other, in
-     * which case each peer's connection appears once): only groups need
-     * the per-connection bookkeeping. */
-    int track = job->nops > 1;
-    while (job->round < job->rounds) {
-        size_t k = job->round;
-        int pending = 0;
-        memset(job->blocked, 0, (size_t)job->nops + (track ? 2 * (size_t)job->nranks : 0));
-        for (int o = 0; o < job->nops; o++) {
-            eng_op_t *op = &job->ops[o];
-            const sched_t *s = op->sched;
-            int all_done_so_far = 1;
-            for (int i = op->first; i < s->nsteps; i++) {
-                const sched_step_t *st = &s->steps[i];
-                if (op->next[i] > k || k >= sched_step_slices(st, op->elem_size, job->slot_bytes)) {
+    if (st->recv_peer >= 0)
+        recv_blocked[st->recv_peer] = 1;
+    if (st->send_peer >= 0)
+        send_blocked[st->send_peer] = 1;
+}
+
+static int eng_conn_blocked(const eng_job_t *job, const sched_step_t *st)
+{
+    const unsigned char *send_blocked = job->blocked;
+    const unsigned char *recv_blocked = send_blocked + job->nranks;
+    return (st->recv_peer >= 0 && recv_blocked[st->recv_peer]) ||
+           (st->send_peer >= 0 && send_blocked[st->send_peer]);
+}
+
+static inline int window_alone(const eng_job_t *job, const eng_op_t *op, int track)
+{
+    return !track && job->nops == 1 && !op->sched->steps_independent;
+}
+
+/* Round k of operation o: tries every step that has a slice to run in it.
+ * Returns the number of steps left pending, or -1 when `try` failed. */
+static int eng_round(eng_job_t *job, int o, size_t k, int first_round, int track, eng_try_fn try, void *ctx,
+                     eng_sweep_t *out)
+{
+    eng_op_t *op = &job->ops[o];
+    const sched_t *s = op->sched;
+    int pending = 0;
+    /* op->first skips what is done in the current round only. */
+    int all_done_so_far = first_round;
+    /* The first slice that some earlier step of o has not run yet (and
+     * has): a step may run slice x only below it, as it depends on slice x
+     * of the steps before it. Steps before op->first have run this round's
+     * slices, and their lags are no larger, so they cannot lower it. */
+    size_t lim = SIZE_MAX;
+    for (int i = first_round ? op->first : 0; i < s->nsteps; i++) {
+        const sched_step_t *st = &s->steps[i];
+        size_t n = sched_step_slices(st, op->elem_size, job->slot_bytes);
+        size_t x = k - st->lag; /* the slice of round k, if k >= lag */
+        if (k < st->lag || x >= n || op->next[i] > x) {
+            if (all_done_so_far)
+                op->first = i + 1;
+        } else if (window_alone(job, op, track) && x >= lim) {
+            /* Alone, one round at a time, in order and without lags:
+             * nothing after a pending step can run, and no one needs to
+             * know its connections. */
+            return pending + 1;
+        } else {
+            /* Slices of one step run in order; slice x waits for slice x
+             * of the steps before it. */
+            int dep = op->next[i] < x || (!s->steps_independent && x >= lim) ||
+                      (track && eng_conn_blocked(job, st));
+            int rc = 0;
+            if (!dep) {
+                rc = try(ctx, o, st, x);
+                if (rc < 0)
+                    return -1;
+                if (rc > 0) {
+                    op->next[i] = x + 1;
+                    out->ran++;
                     if (all_done_so_far)
                         op->first = i + 1;
-                    continue;
-                }
-                /* Alone and in order: nothing after a pending step can run,
-                 * and no other operation needs to know its connections. */
-                if (job->nops == 1 && !s->steps_independent && op_blocked[o]) {
-                    pending++;
-                    break;
-                }
-                int rp = st->recv_peer, sp = st->send_peer;
-                int dep = (!s->steps_independent && op_blocked[o]) ||
-                          (track && ((rp >= 0 && recv_blocked[rp]) || (sp >= 0 && send_blocked[sp])));
-                if (!dep) {
-                    int rc = try(ctx, o, st, k);
-                    if (rc < 0)
-                        return -1;
-                    if (rc > 0) {
-                        op->next[i] = k + 1;
-                        out->ran++;
-                        if (all_done_so_far)
-                            op->first = i + 1;
-                        continue;
-                    }
+                } else {
                     if (out->wait_op < 0) {
                         out->wait_op = o;
                         out->wait_step = i;
                     }
                     out->nwaiting++;
                 }
-                /* Pending: later steps of this operation and later users
-                 * of its connections wait behind it. */
+            }
+            if (rc == 0) {
                 all_done_so_far = 0;
                 pending++;
-                op_blocked[o] = 1;
-                if (track && rp >= 0)
-                    recv_blocked[rp] = 1;
-                if (track && sp >= 0)
-                    send_blocked[sp] = 1;
+                if (track)
+                    eng_block_conns(job, st);
             }
         }
-        if (pending)
+        if (!s->steps_independent && op->next[i] < n && op->next[i] < lim)
+            lim = op->next[i];
+    }
+    return pending;
+}
+
+int eng_sweep(eng_job_t *job, eng_try_fn try, void *ctx, eng_sweep_t *out)
+{
+    out->ran = 0;
+    out->wait_op = out->wait_step = -1;
+    out->nwaiting = 0;
+    size_t window = job->window ? job->window : 1;
+    /* One operation alone, one round at a time, never shares a connection
+     * with another step in flight (each schedule uses a connection at most
+     * once per step, and in step order unless its steps are independent of
+     * each other, in which case each peer's connection appears once): only
+     * groups, windows and lags need the per-connection bookkeeping. */
+    int track = job->nops > 1 || window > 1 || job->lagged;
+    while (job->round < job->rounds) {
+        int pending_first = 0;
+        if (track)
+            memset(job->blocked, 0, 2 * (size_t)job->nranks);
+        size_t last = job->rounds - job->round > window ? job->round + window : job->rounds;
+        for (size_t k = job->round; k < last; k++) {
+            for (int o = 0; o < job->nops; o++) {
+                int p = eng_round(job, o, k, k == job->round, track, try, ctx, out);
+                if (p < 0)
+                    return -1;
+                if (k == job->round)
+                    pending_first += p;
+            }
+        }
+        if (pending_first)
             return 0;
         job->round++;
         for (int o = 0; o < job->nops; o++)

@@ -7,14 +7,22 @@
  * may run next; the executor supplies a function that tries to run it.
  *
  * The rules:
- *   - rounds: slice k of every step runs before slice k+1 of any step of the
- *     job (see sched_rounds: this bounds what any FIFO must hold);
- *   - within a round, the steps of one operation run in step order, unless
- *     its schedule is steps_independent;
+ *   - rounds: round k runs slice k of every step (slice k - lag of a step
+ *     that lags, sched_step_t.lag), and comes before round k+1 (see
+ *     sched_rounds: this bounds what any FIFO must hold). With a window of
+ *     W rounds (eng_job_t.window), rounds k..k+W-1 may run while round k
+ *     is not complete: a link that waits for the end of round k (a reply
+ *     over a slow network) carries round k+1 meanwhile;
+ *   - dependencies: a step depends only on the same slice of the steps
+ *     before it in its operation (unless the schedule is
+ *     steps_independent), so slice x of a step runs after slice x-1 of it
+ *     and after slice x of every earlier step that has one;
  *   - on each connection, messages go in (round, operation, step) order on
  *     both sides: a step may not use a connection while an earlier step of
- *     the round that uses it is pending. Sender and receiver therefore agree
- *     on what each slot holds, however the other steps interleave;
+ *     the round, or of an earlier round of the window, that uses it is
+ *     pending. Sender and receiver therefore agree on what each slot
+ *     holds, however the other steps interleave (which needs a message's
+ *     two steps to lag alike);
  *   - a step whose connection is not ready is skipped, so that one blocked
  *     peer does not stop work that does not depend on it (grouped send/recv
  *     patterns where every rank sends and receives at once).
@@ -37,7 +45,10 @@ typedef struct {
     int nranks;
     size_t slot_bytes;
     size_t round, rounds;
-    unsigned char *blocked; /* nops + 2*nranks flags, per sweep */
+    /* Rounds that may run at once (eng_job_setup sets 1; see the rules). */
+    size_t window;
+    int lagged;             /* some step has a lag (sched_step_t.lag) */
+    unsigned char *blocked; /* 2*nranks connection flags, per sweep */
 } eng_job_t;
 
 /* Runs slice `slice` of step `st` of operation `op`: returns 1 when it ran,
@@ -63,7 +74,8 @@ int eng_sweep(eng_job_t *job, eng_try_fn try, void *ctx, eng_sweep_t *out);
 
 /* The static order, for an executor that must fix the order of all its
  * slices in advance (the device executor queues a whole call on a CUDA
- * stream): round k = 0, 1, ..., and within a round every step that has a
+ * stream; it runs one-host schedules only, which have no lags: only
+ * hier's across nodes have them): round k = 0, 1, ..., and within a round every step that has a
  * slice k, in step order. This is the order eng_sweep follows for one
  * operation whose slices are always ready; without the skipping, it is
  * free of deadlock only where the FIFOs are deep enough for the schedule

@@ -120,7 +120,13 @@ ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
             ring[k] = hier_rail_rank(lay, k, sh);
         hier_ring(s, op, ring, nn, node, S, sh);
     }
-    /* 3: chain broadcast of shard s from its owner, in the same waves. */
+    /* 3: chain broadcast of shard s from its owner, in the same waves,
+     * one round behind: slice k of a unit waits for the inter-node reply
+     * of round k, and phase 1 of round k+1 uses the same intra-node
+     * connections; lagging, phase 3 of slice k comes after phase 1 of
+     * slice k+1 on them, so a rank waiting for that reply can already
+     * reduce and send the next slice (with CCL_ENGINE_WINDOW > 1). */
+    int lag_from = s->nsteps;
     for (int w = 0; L > 1 && w * L < S; w++) {
         for (int p = 0; p < nn; p++) {
             for (int t = 0; t < L; t++) {
@@ -137,6 +143,9 @@ ccl_result_t hier_allreduce(const sched_op_t *op, sched_t *s)
             }
         }
     }
+    if (nn > 1)
+        for (int i = lag_from; i < s->nsteps; i++)
+            s->steps[i].lag = 1;
     return CCL_SUCCESS;
 }
 

@@ -90,8 +90,8 @@ size_t sched_rounds(const sched_t *s, size_t elem_size, size_t slot_bytes)
     size_t rounds = 0;
     for (int i = 0; i < s->nsteps; i++) {
         size_t n = sched_step_slices(&s->steps[i], elem_size, slot_bytes);
-        if (n > rounds)
-            rounds = n;
+        if (n > 0 && n + s->steps[i].lag > rounds)
+            rounds = n + s->steps[i].lag;
     }
     return rounds;
 }

@@ -36,6 +36,13 @@ typedef struct {
     unsigned char action; /* sched_action_t */
     unsigned char flags;
     unsigned char src_buf, dst_buf; /* sched_buf_t */
+    /* Rounds this step runs behind: slice k in round k + lag. Never
+     * smaller than an earlier step's (steps depend on earlier ones), and
+     * equal at both ends of every message (the message's round). It lets
+     * a step whose input waits on a slow link (hier's intra-node
+     * allgather) stay out of the way of the next round's traffic on its
+     * connections. */
+    unsigned char lag;
     int recv_peer;        /* rank to receive from, -1 if the action receives nothing */
     int send_peer;        /* rank to send to, -1 if the action sends nothing */
     size_t src_off;       /* element offsets into the buffers */
@@ -117,8 +124,8 @@ const char *sched_action_name(int action);
 void sched_partition(size_t count, size_t elem_size, int nparts, int k, size_t *off, size_t *len);
 
 /* Execution order, shared by every executor and the simulator: for round
- * k = 0, 1, ... run slice k of every step, in step order; a step with fewer
- * slices is skipped in later rounds. Running whole steps one after another
+ * k = 0, 1, ... run slice k (k - lag for a lagging step) of every step, in
+ * step order; a step with fewer slices is skipped in later rounds. Running whole steps one after another
  * would deadlock as soon as a step exceeds the FIFO (every rank would be
  * sending, none receiving); by rounds, each rank consumes in round k what its
  * peer produced in round k, so FIFOs of two or more slots suffice. */

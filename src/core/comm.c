@@ -178,6 +178,10 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
     ccl_result_t res = CCL_SUCCESS;
     bs_peer_t me;
     CCL_TRY(fault_init());
+    int64_t window = param_int(PARAM_ENGINE_WINDOW);
+    if (window < 0 || window > 64)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "CCL_ENGINE_WINDOW=%lld: must be 1..64, or 0 for the default",
+                 (long long)window);
     memset(&me, 0, sizeof me);
     me.hostid = topo_host_id();
     me.kernelid = topo_kernel_id();
@@ -186,6 +190,10 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
     CCL_TRY(bs_init(&comm->bs, id, comm->rank, comm->nranks, &me));
 
     CCL_TRY(comm_layout(comm));
+    /* Across hosts, a rank that waits for a reply over the network can
+     * move the next round meanwhile (engine.h); on one host no gain was
+     * measured, and one round at a time takes the shortest path. */
+    comm->eng_window = window > 0 ? (size_t)window : comm->layout.nnodes > 1 ? 2 : 1;
     /* Ranks of other nodes may still share our cores (CCL_HOSTID, network
      * namespaces): the wait policy counts everyone on this kernel, twice
      * when each also runs a busy net proxy thread. */

@@ -79,6 +79,7 @@ struct ccl_comm {
     void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
     size_t single_copy_threshold; /* messages this large may go by reference */
+    size_t eng_window;       /* CCL_ENGINE_WINDOW: rounds in flight (eng_job_t.window) */
     size_t net_zero_copy_threshold; /* calls this large send to other hosts from the user buffer */
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 

@@ -510,6 +510,7 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
                             &run->arena, &run->arena_cap);
         comm->eng_arena = run->arena;
         comm->eng_arena_cap = run->arena_cap;
+        run->eng.window = comm->eng_window;
         if (res != CCL_SUCCESS) {
             *failed = j;
             goto out;

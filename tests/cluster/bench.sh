@@ -118,9 +118,35 @@ section_tbf() {
         run_variant ccl-hier 2,2 CCL_ALGO=hier -- "$BUILD/bin/ccl-perf" -C allreduce -b 64M -e 64M "${perf_args[@]}"
         run_variant ccl-ring 2,2 CCL_ALGO=ring -- "$BUILD/bin/ccl-perf" -C allreduce -b 64M -e 64M "${perf_args[@]}"
         run_variant ompi 2,2 -- "${mpi_opts[@]}" "$BUILD/bin/mpi-bench" -C allreduce -b 64M -e 64M "${perf_args[@]}"
+        # What TCP payload the limited links carry with both directions
+        # busy, as an allreduce's are: the bound below comes from it.
+        tcp_stream_bidir tcp-bidir-tbf
     done
-    printf '%-10s %12s %12s %8s %8s\n' variant bytes "time(us)" algbw busbw
-    medians | awk '{ printf "%-10s %12d %12.0f %8.3f %8.3f\n", $1, $2, $3, $4, $5 }'
+    printf '%-14s %12s %12s %8s %8s\n' variant bytes "time(us)" algbw busbw
+    medians | awk '$1 != "tcp-bidir-tbf" { printf "%-14s %12d %12.0f %8.3f %8.3f\n", $1, $2, $3, $4, $5 }'
+    # An allreduce across two nodes moves at least S = 64 MiB each way over
+    # a node's link (half the partial sums out, half the results in); a
+    # flat ring moves 1.5 S over it. Bounds from the nominal rate and from
+    # the TCP payload rate measured above.
+    medians | awk -v rate="$RATE" '
+        { v[$1] = $1 == "tcp-bidir-tbf" ? $5 : $3 }
+        END {
+            S = 64 * 1048576; nominal = rate; unit = rate ~ /mbit$/ ? 1e6 : 1e9
+            sub(/[gm]bit$/, "", nominal); nominal = nominal * unit / 8
+            printf "link bound at the nominal %s: %.0f us (ring: %.0f)\n", rate, S / nominal * 1e6, 1.5 * S / nominal * 1e6
+            if ("tcp-bidir-tbf" in v) {
+                tcp = v["tcp-bidir-tbf"] * 1e9
+                bound = S / tcp * 1e6
+                printf "TCP payload both ways through the limit: %.3f GB/s per direction; bound %.0f us (ring: %.0f)\n", v["tcp-bidir-tbf"], bound, 1.5 * bound
+                # The ring against its own bound; the others against the
+                # bound of any algorithm.
+                for (k in v) if (k != "tcp-bidir-tbf") {
+                    f = k == "ccl-ring" ? 1.5 : 1
+                    printf "  %-12s %.0f%% of its nominal bound, %.0f%% of its TCP bound\n", k, 100 * f * S / nominal * 1e6 / v[k], 100 * f * bound / v[k]
+                }
+            }
+            if (("ccl-hier" in v) && ("ccl-ring" in v)) printf "hier / ring speedup: %.2fx\n", v["ccl-ring"] / v["ccl-hier"]
+        }'
     cp "$LOG/rows" "$LOG/tbf.rows"
     "$C" down
 }
@@ -200,20 +226,25 @@ tcp_stream() {
 # does (each rank sends its half and receives the other's at the same
 # time). Appended to $LOG/rows as the mean of the two directions, in GB/s
 # per direction: the same unit as a 2-rank allgather's busbw.
+#   tcp_stream_bidir [TAG [pinned]]   TAG defaults to tcp-bidir; "pinned"
+#                                     runs node i's two ends on CPU i-1
 tcp_stream_bidir() {
-    local out port=$((47500 + RANDOM % 400))
-    out="$LOG/net-bench-bidir.$(date +%s%N)"
-    "$C" exec 2 "$BUILD/bin/net-bench" -s -p "$port" >"$out.server2" 2>&1 &
+    local tag=${1:-tcp-bidir} out port=$((47500 + RANDOM % 400)) pin1=() pin2=()
+    if [[ ${2:-} == pinned ]]; then
+        pin1=(taskset -c 0) pin2=(taskset -c 1)
+    fi
+    out="$LOG/net-bench-$tag.$(date +%s%N)"
+    "$C" exec 2 "${pin2[@]}" "$BUILD/bin/net-bench" -s -p "$port" >"$out.server2" 2>&1 &
     local s2=$!
-    "$C" exec 1 "$BUILD/bin/net-bench" -s -p "$((port + 1))" >"$out.server1" 2>&1 &
+    "$C" exec 1 "${pin1[@]}" "$BUILD/bin/net-bench" -s -p "$((port + 1))" >"$out.server1" 2>&1 &
     local s1=$!
     sleep 0.3
-    "$C" exec 1 "$BUILD/bin/net-bench" -c "$SUBNET.2:$port" -b 4M -e 4M -t 256M -r 1 >"$out.12" 2>&1 &
+    "$C" exec 1 "${pin1[@]}" "$BUILD/bin/net-bench" -c "$SUBNET.2:$port" -b 4M -e 4M -t 256M -r 1 >"$out.12" 2>&1 &
     local c1=$!
-    "$C" exec 2 "$BUILD/bin/net-bench" -c "$SUBNET.1:$((port + 1))" -b 4M -e 4M -t 256M -r 1 >"$out.21" 2>&1
+    "$C" exec 2 "${pin2[@]}" "$BUILD/bin/net-bench" -c "$SUBNET.1:$((port + 1))" -b 4M -e 4M -t 256M -r 1 >"$out.21" 2>&1
     wait "$c1" "$s1" "$s2"
-    cat "$out.12" "$out.21" | awk '!/^#/ && NF == 8 { sum += $4; n++ }
-        END { if (n == 2) print "tcp-bidir", 0, 0, sum / 2, sum / 2 }' >>"$LOG/rows"
+    cat "$out.12" "$out.21" | awk -v tag="$tag" '!/^#/ && NF == 8 { sum += $4; n++ }
+        END { if (n == 2) print tag, 0, 0, sum / 2, sum / 2 }' >>"$LOG/rows"
 }
 
 section_stream() {
@@ -235,6 +266,7 @@ section_stream() {
         tcp_stream
         tcp_stream pinned
         tcp_stream_bidir
+        tcp_stream_bidir tcp-bidir-pinned pinned
     done
     medians | awk '
         function show(what, k) { printf "%-40s %s\n", what, (k in bw) ? sprintf("%.3f GB/s", bw[k]) : "- (failed)" }
@@ -247,6 +279,7 @@ section_stream() {
             show("one TCP stream (4 MiB messages)", "tcp-stream")
             show("  the same, each end on the CPU of its node", "tcp-stream-pinned")
             show("two TCP streams, one each way (per direction)", "tcp-bidir")
+            show("  the same, each node on the CPU of its own", "tcp-bidir-pinned")
             show("net plugin alone (net-bench)", "net-plugin")
             if (("ccl-allgather" in bw) && bw["tcp-stream"] > 0)
                 printf "%-40s %.0f%%\n", "ccl / TCP stream", 100 * bw["ccl-allgather"] / bw["tcp-stream"]
@@ -254,6 +287,8 @@ section_stream() {
                 printf "%-40s %.0f%%\n", "ccl / TCP stream, both pinned", 100 * bw["ccl-allgather-pinned"] / bw["tcp-stream-pinned"]
             if (("ccl-allgather" in bw) && bw["tcp-bidir"] > 0)
                 printf "%-40s %.0f%%\n", "ccl / TCP streams both ways", 100 * bw["ccl-allgather"] / bw["tcp-bidir"]
+            if (("ccl-allgather-pinned" in bw) && bw["tcp-bidir-pinned"] > 0)
+                printf "%-40s %.0f%%\n", "ccl / TCP streams both ways, pinned", 100 * bw["ccl-allgather-pinned"] / bw["tcp-bidir-pinned"]
         }'
     cp "$LOG/rows" "$LOG/stream.rows"
     "$C" down

@@ -16,7 +16,8 @@
  * send/recv ring exchanges and random all-to-all-v patterns; and the
  * hierarchical schedules over many node layouts (sim_hier_cases).
  *
- * Usage: test_sim_schedules [--hier] [--max-ranks=N] (see main).
+ * Usage: test_sim_schedules [--hier] [--max-ranks=N] [--window=N] (see main;
+ * --window: rounds the engine may run at once, as CCL_ENGINE_WINDOW).
  */
 #include "algos/engine.h"
 #include "algos/schedule.h"
@@ -30,6 +31,9 @@
 /* Self-test hooks: corrupt rank 0's schedule to prove the checks can fail. */
 enum { MUTATE_NONE, MUTATE_DROP_LAST_STEP, MUTATE_RECV_FIRST, MUTATE_WRONG_PEER };
 static int sim_mutation = MUTATE_NONE;
+
+/* Rounds the engine may run at once (eng_job_t.window); --window=N. */
+static size_t sim_window = 1;
 
 typedef enum { ALG_RING, ALG_DIRECT, ALG_CHAIN, ALG_PAIRWISE, ALG_TREE, ALG_RD, ALG_HIER } sim_alg_t;
 
@@ -351,10 +355,20 @@ static int sim_run_calls(int n, sim_call_t **calls, const int *ncalls, int nslot
             if (sim_mutation == MUTATE_WRONG_PEER && sc->nsteps > 1)
                 sc->steps[1].recv_peer = (sc->steps[1].recv_peer + 1) % n;
         }
+        for (int k = 0; k < R->nops; k++) {
+            const sched_t *sc = &R->ops[k].sched;
+            for (int i = 1; i < sc->nsteps; i++)
+                if (sc->steps[i].lag < sc->steps[i - 1].lag) {
+                    snprintf(err, errlen, "rank %d: step %d lags %d rounds, less than step %d before it", r, i,
+                             sc->steps[i].lag, i - 1);
+                    goto out;
+                }
+        }
         if (eng_job_setup(&R->job, R->eops, R->nops, n, slot_bytes, &R->arena, &R->arena_cap) != CCL_SUCCESS) {
             snprintf(err, errlen, "engine setup failed");
             goto out;
         }
+        R->job.window = sim_window;
     }
     for (;;) {
         long progress = 0;
@@ -685,8 +699,10 @@ int main(int argc, char **argv)
             only_hier = 1;
         } else if (!strncmp(argv[i], "--max-ranks=", 12)) {
             max_ranks = atoi(argv[i] + 12);
+        } else if (!strncmp(argv[i], "--window=", 9) && atoi(argv[i] + 9) > 0) {
+            sim_window = (size_t)atoi(argv[i] + 9);
         } else {
-            fprintf(stderr, "usage: %s [--hier] [--max-ranks=N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--hier] [--max-ranks=N] [--window=N]\n", argv[0]);
             return 2;
         }
     }
