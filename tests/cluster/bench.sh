@@ -170,6 +170,10 @@ section_sweep() {
     while ((split * FACTOR <= 262144)); do
         split=$((split * FACTOR))
     done
+    local last=$((split * FACTOR))
+    while ((last * FACTOR <= 67108864)); do
+        last=$((last * FACTOR))
+    done
     for ((r = 1; r <= ROUNDS; r++)); do
         for ((i = 0; i < ${#tags[@]}; i++)); do
             a=${tags[$(((i + r - 1) % ${#tags[@]}))]}
@@ -180,6 +184,9 @@ section_sweep() {
                     run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b 8 -e "$split" -f "$FACTOR" "${small[@]}"
                 else
                     run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b "$((split * FACTOR))" -e 64M -f "$FACTOR" "${perf_args[@]}"
+                    # The target names 64 MiB; a coarse FACTOR steps over it.
+                    ((last == 67108864)) ||
+                        run_variant "$a" 2,2,2,2 "${envs[@]}" -- "$BUILD/bin/ccl-perf" -C allreduce -b 64M -e 64M "${perf_args[@]}"
                 fi
             done
         done
@@ -200,6 +207,32 @@ section_sweep() {
                 }
             }' < <(sort -k2,2n "$LOG/sweep.medians")
     done
+    # The target: the tuner within 10% of the fastest forced algorithm.
+    # "pick" is what the tuner chooses at each size (ccl-info, with the
+    # half core per node that comm init computes here); "pick/best" sets
+    # that algorithm's forced column against the fastest, so that it is
+    # free of the tuner column's own run-to-run spread.
+    echo "# the tuner's pick against the fastest forced algorithm (time)"
+    "$BUILD/bin/ccl-info" --explain --nodes 4 --ppn 2 --cores 0.5 --colls allreduce --factor 2 2>/dev/null |
+        awk '$1 ~ /^[0-9]+[KMG]?$/ && NF >= 3 { print "pick", $1, $NF }' >"$LOG/sweep.picks"
+    awk 'function bytes(v,  u) { u = substr(v, length(v)); if (u ~ /[KMG]/) return (v + 0) * (u == "K" ? 1024 : u == "M" ? 1048576 : 1073741824); return v + 0 }
+        $1 == "pick" { pick[bytes($2)] = $3; next }
+        { t[$2, $1] = $3; if (!($2 in seen)) { seen[$2] = 1; sizes[++ns] = $2 } }
+        END {
+            printf "%12s %-8s %-8s %10s %14s\n", "bytes", "fastest", "pick", "pick/best", "tuner/fastest"
+            for (s = 1; s <= ns; s++) {
+                z = sizes[s]; best = ""
+                for (k in t) {
+                    split(k, p, SUBSEP)
+                    if (p[1] == z && p[2] != "tuner" && (best == "" || t[k] < t[z, best])) best = p[2]
+                }
+                if (best == "") continue
+                pk = (z in pick) ? pick[z] : "?"
+                pr = ((z, pk) in t) ? sprintf("%.2f", t[z, pk] / t[z, best]) : "-"
+                tr = ((z, "tuner") in t) ? sprintf("%.2f", t[z, "tuner"] / t[z, best]) : "-"
+                printf "%12d %-8s %-8s %10s %14s\n", z, best, pk, pr, tr
+            }
+        }' "$LOG/sweep.picks" <(sort -k2,2n "$LOG/sweep.medians")
     cp "$LOG/rows" "$LOG/sweep.rows"
     "$C" down
 }

@@ -806,8 +806,14 @@ typedef struct {
     shm_board_t *b;
     size_t bytes, max_bytes;
     int calls;
+    int mixed; /* call c posts runahead_mixed[c % 3] bytes instead */
     _Atomic int posted;
 } runahead_t;
+
+/* Inputs in the announcement line (short and full) and in an area. */
+static const size_t runahead_mixed[3] = {8, BOARD_INLINE_BYTES, 200};
+
+static size_t runahead_bytes(const runahead_t *r, int c) { return r->mixed ? runahead_mixed[c % 3] : r->bytes; }
 
 static void *runahead_root(void *arg)
 {
@@ -818,7 +824,8 @@ static void *runahead_root(void *arg)
     for (int c = 0; c < r->calls; c++) {
         board_bank_t bank;
         memset(data, c + 1, sizeof data);
-        if (shm_board_exchange(r->b, data, r->bytes, r->max_bytes, BOARD_WAIT_NONE, 1, &pol, &bank) != CCL_SUCCESS)
+        size_t n = runahead_bytes(r, c);
+        if (shm_board_exchange(r->b, data, n, r->mixed ? n : r->max_bytes, BOARD_WAIT_NONE, 1, &pol, &bank) != CCL_SUCCESS)
             break;
         shm_board_release(r->b);
         atomic_store(&r->posted, c + 1);
@@ -826,23 +833,29 @@ static void *runahead_root(void *arg)
     return NULL;
 }
 
+/* ahead: how many calls the root must get ahead by, and no further (-1:
+ * mixed sizes, where the first area it cannot reuse stops it). */
 static void board_runahead(size_t bytes, int ahead)
 {
     shm_board_t b0, b1;
     open_board_pair(&b0, &b1, 256);
-    runahead_t r = {&b1, bytes, bytes, ahead + 40, 0};
+    runahead_t r = {&b1, bytes, bytes, (ahead < 0 ? 3 * BOARD_AREAS : ahead) + 40, ahead < 0, 0};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, runahead_root, &r), 0);
     usleep(200 * 1000);
-    assert_int_equal(atomic_load(&r.posted), ahead);
+    /* Mixed: calls 2, 5, 8, ... take an area, so the root stops at the
+     * first that needs one again (call 3 BOARD_AREAS + 2): the reader has
+     * not released its previous user. */
+    assert_int_equal(atomic_load(&r.posted), ahead < 0 ? 3 * BOARD_AREAS + 2 : ahead);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
     for (int c = 0; c < r.calls; c++) {
         board_bank_t bank;
         char want[256];
         memset(want, c + 1, sizeof want);
-        assert_int_equal(shm_board_exchange(&b0, NULL, 0, bytes, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
-        assert_memory_equal(shm_board_slot(&bank, 1), want, bytes);
+        size_t n = runahead_bytes(&r, c);
+        assert_int_equal(shm_board_exchange(&b0, NULL, 0, n, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
+        assert_memory_equal(shm_board_slot(&bank, 1), want, n);
         shm_board_release(&b0);
     }
     pthread_join(th, NULL);
@@ -861,6 +874,12 @@ static void test_board_runahead_areas(void **state)
 {
     (void)state;
     board_runahead(200, BOARD_AREAS);
+}
+
+static void test_board_runahead_mixed(void **state)
+{
+    (void)state;
+    board_runahead(0, -1);
 }
 
 int main(void)
@@ -887,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_board_data_before_poison_wins),
         cmocka_unit_test(test_board_runahead_inline),
         cmocka_unit_test(test_board_runahead_areas),
+        cmocka_unit_test(test_board_runahead_mixed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
