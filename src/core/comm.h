@@ -342,6 +342,8 @@ typedef struct stream_op stream_op_t;
 /* NULL when out of memory (message set); the calls keep their pending counts. */
 stream_op_t *stream_op_new(ccl_stream_t stream, const coll_args_t *calls, int ncalls, const stream_hooks_t *hooks);
 void stream_op_submit(ccl_stream_t stream, stream_op_t *op);
+/* An op made but never submitted goes back (or is freed). */
+void stream_op_discard(ccl_stream_t stream, stream_op_t *op);
 
 /* dev_stream.c: device buffers (staged through pinned host memory). Sets
  * the dev_* flags of a checked call; CCL_SUCCESS or the refusal (device

@@ -534,7 +534,7 @@ out:
     if (op && (res == CCL_SUCCESS || held)) {
         stream_op_submit(ds->worker, op); /* the worker calls pending_done */
     } else {
-        free(op);
+        stream_op_discard(ds->worker, op);
         free(job);
         for (int i = 0; i < ncalls; i++)
             comm_pending_done(calls[i].comm);
