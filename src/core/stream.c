@@ -240,12 +240,12 @@ CCL_API ccl_result_t ccl_stream_create(ccl_stream_t *stream)
     int64_t depth = param_int(PARAM_STREAM_DEPTH);
     s->depth = depth > 0 && depth < INT_MAX ? (int)depth : 0;
     int nslab = s->depth > 0 && s->depth < STREAM_SPARE_OPS / 2 ? 2 * s->depth : STREAM_SPARE_OPS;
-    s->slab = calloc((size_t)nslab, STREAM_OP_BYTES); /* calloc of this size: fresh pages, touched below */
+    s->slab = malloc((size_t)nslab * STREAM_OP_BYTES);
     if (!s->slab)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for a stream's %d queued calls", nslab);
+    memset(s->slab, 0, (size_t)nslab * STREAM_OP_BYTES); /* touched now, not while queueing */
     for (int i = nslab - 1; i >= 0; i--) {
         stream_op_t *op = (stream_op_t *)((char *)s->slab + (size_t)i * STREAM_OP_BYTES);
-        memset(op, 0, STREAM_OP_BYTES);
         op->in_slab = 1;
         op->next = s->spare;
         s->spare = op;
