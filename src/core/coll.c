@@ -87,7 +87,7 @@ static ccl_result_t coll_run_one(coll_args_t *a)
     ccl_result_t res = CCL_SUCCESS;
     struct ccl_comm *comm = a->comm;
     int verify = 0;
-    pthread_mutex_lock(&comm->exec_lock);
+    exec_lock(&comm->exec_lock);
     /* ccl's own calls (CCL_VERIFY's exchange) keep the user's numbering. */
     uint64_t seq = a->internal ? comm->seq : ++comm->seq;
     if (atomic_load(&comm->aborted))
@@ -133,7 +133,7 @@ broken:
         connect_poison(comm, err_message());
     }
 out:
-    pthread_mutex_unlock(&comm->exec_lock);
+    exec_unlock(&comm->exec_lock);
     /* After the lock: the check is a collective of its own. */
     if (verify)
         res = verify_result(comm, a, seq);
@@ -183,7 +183,7 @@ static ccl_result_t coll_run_group(const coll_args_t *in, int ncalls)
      * groups over the same comms cannot deadlock on them. */
     for (; locked < njobs; locked++) {
         struct ccl_comm *comm = jobs[locked].comm;
-        pthread_mutex_lock(&comm->exec_lock);
+        exec_lock(&comm->exec_lock);
         seqs[locked] = ++comm->seq;
         for (int c = 0; c < jobs[locked].ncalls; c++)
             coll_enter(comm, &jobs[locked].calls[c], seqs[locked]);
@@ -235,7 +235,7 @@ broken:
     }
 out:
     for (int j = locked - 1; j >= 0; j--)
-        pthread_mutex_unlock(&jobs[j].comm->exec_lock);
+        exec_unlock(&jobs[j].comm->exec_lock);
     if (res != CCL_SUCCESS) {
         int f = failed >= 0 && failed < njobs ? failed : 0;
         if (njobs > 0) {
@@ -277,6 +277,12 @@ static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char 
             comm_record_error(a->comm);
         return res;
     }
+    /* A blocking call on host buffers runs here, under the comm's lock,
+     * which destroy takes once the counted calls are done: it is not
+     * counted, since counting is an atomic add and subtract per call, each
+     * as costly as the lock's would be (exec_lock.c). */
+    if (!stream && !a->dev_send && !a->dev_recv && !a->dev_premul)
+        return coll_run_one(a);
     comm_pending_add(a->comm);
     /* Device buffers of every rank on one host: over P2P, on the stream. */
     if (exec_device_candidate(a, stream)) {
@@ -292,7 +298,7 @@ static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char 
         return dstream_enqueue(stream, a, 1);
     if (stream)
         return stream_enqueue(stream, a, 1);
-    res = a->dev_send || a->dev_recv || a->dev_premul ? dstream_run(a, 1) : coll_run(a, 1);
+    res = dstream_run(a, 1);
     comm_pending_done(a->comm);
     return res;
 }

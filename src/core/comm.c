@@ -164,7 +164,7 @@ void comm_free(struct ccl_comm *comm)
     free(comm->eng_arena);
     redop_free(comm);
     free(comm->scratch);
-    pthread_mutex_destroy(&comm->exec_lock);
+    exec_lock_destroy(&comm->exec_lock);
     pthread_mutex_destroy(&comm->p2p_queue_lock);
     pthread_mutex_destroy(&comm->bs_lock);
     pthread_mutex_destroy(&comm->redop_lock);
@@ -239,10 +239,11 @@ ccl_result_t comm_alloc(struct ccl_comm **out, int nranks, int rank)
     struct ccl_comm *comm = calloc(1, sizeof *comm);
     if (!comm)
         return err_set(CCL_ERR_SYSTEM, "out of memory for a communicator");
+    wait_setup(); /* before the comm's first lock: whether it may have an owner */
     comm->rank = rank;
     comm->nranks = nranks;
     comm->bs.listen_fd = comm->bs.next_fd = comm->bs.prev_fd = -1;
-    pthread_mutex_init(&comm->exec_lock, NULL);
+    exec_lock_init(&comm->exec_lock);
     pthread_mutex_init(&comm->p2p_queue_lock, NULL);
     pthread_mutex_init(&comm->bs_lock, NULL);
     pthread_mutex_init(&comm->redop_lock, NULL);
@@ -375,6 +376,10 @@ void comm_pending_wait(struct ccl_comm *comm)
     while (atomic_load(&comm->pending) > 0)
         pthread_cond_wait(&comm->pending_cond, &comm->pending_lock);
     pthread_mutex_unlock(&comm->pending_lock);
+    /* Blocking host calls are not counted (coll_submit): one still running
+     * holds the lock. */
+    exec_lock(&comm->exec_lock);
+    exec_unlock(&comm->exec_lock);
 }
 
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm)

@@ -8,6 +8,7 @@
 #include "algos/schedule.h"
 #include "bootstrap/bootstrap.h"
 #include "ccl.h"
+#include "core/exec_lock.h"
 #include "topo/topo.h"
 #include "topo/tune.h"
 #include "transport/net.h"
@@ -83,7 +84,7 @@ struct ccl_comm {
     size_t net_zero_copy_threshold; /* calls this large send to other hosts from the user buffer */
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 
-    pthread_mutex_t exec_lock; /* one collective at a time per comm */
+    exec_lock_t exec_lock;     /* one collective at a time per comm (exec_lock.c) */
     /* The bootstrap ring after init (ccl_comm_split): not exec_lock, which a
      * collective holds while it waits for peers that may be in the split. */
     pthread_mutex_t bs_lock;

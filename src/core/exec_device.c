@@ -180,12 +180,12 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
      * the call and breaks the comm: the ranks no longer agree. */
     if (__atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == COMM_P2P_UNTRIED &&
         (res = connect_p2p(comm, device)) != CCL_SUCCESS) {
-        pthread_mutex_lock(&comm->exec_lock);
+        exec_lock(&comm->exec_lock);
         locked = 1;
         *taken = 1;
         goto out;
     }
-    pthread_mutex_lock(&comm->exec_lock);
+    exec_lock(&comm->exec_lock);
     locked = 1;
     if (atomic_load(&comm->aborted))
         CCL_FAIL(CCL_ERR_ABORTED, "the communicator was aborted");
@@ -211,7 +211,7 @@ ccl_result_t exec_device_run(const coll_args_t *in, ccl_stream_t stream, int *ta
      * blocked here. */
     pthread_mutex_lock(&comm->p2p_queue_lock);
     queueing = 1;
-    pthread_mutex_unlock(&comm->exec_lock);
+    exec_unlock(&comm->exec_lock);
     locked = 0;
     CCL_TRY(exec_device_schedule(comm, &a, &comm->p2p_sched));
     /* After the comm's previous P2P call, whichever stream it went on. */
@@ -237,14 +237,14 @@ out:
         /* Part of the call may be queued, and peers wait on it: the comm
          * is broken, and the streams are let go. */
         if (!locked)
-            pthread_mutex_lock(&comm->exec_lock); /* after the queue lock: exec_lock comes first */
+            exec_lock(&comm->exec_lock); /* after the queue lock: exec_lock comes first */
         locked = 1;
         comm->broken = 1;
         atomic_store(&comm->broken_code, res);
         connect_poison(comm, err_message());
     }
     if (locked)
-        pthread_mutex_unlock(&comm->exec_lock);
+        exec_unlock(&comm->exec_lock);
     /* NULL stream: blocks, after exec_lock (the legacy stream may wait for
      * staged work whose worker needs it). If a peer fails meanwhile, the
      * watch (watch_p2p.c) breaks the comm and lets the GPU finish: the
@@ -255,9 +255,9 @@ out:
         if (res == CCL_SUCCESS && broken != CCL_SUCCESS) {
             /* Under the lock, which the watch holds when it writes it. */
             char why[COMM_ERR_MAX];
-            pthread_mutex_lock(&comm->exec_lock);
+            exec_lock(&comm->exec_lock);
             snprintf(why, sizeof why, "%s", comm->last_error);
-            pthread_mutex_unlock(&comm->exec_lock);
+            exec_unlock(&comm->exec_lock);
             res = err_set(broken, "%s", why);
         }
         /* A peer that failed released its waits, and what its GPU then

@@ -10,6 +10,8 @@
 
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -25,6 +27,51 @@ uint64_t wait_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int wait_fence_is_light;
+static pid_t wait_setup_pid; /* the process that registered (a forked child registers again) */
+static pthread_mutex_t wait_setup_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static long wait_membarrier(int cmd)
+{
+    return syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+void wait_setup(void)
+{
+    pthread_mutex_lock(&wait_setup_lock);
+    pid_t me = getpid();
+    if (wait_setup_pid != me) {
+        wait_setup_pid = me;
+        long cmds = param_int(PARAM_MEMBARRIER) ? wait_membarrier(MEMBARRIER_CMD_QUERY) : -1;
+        long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED |
+                    MEMBARRIER_CMD_PRIVATE_EXPEDITED | MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
+        int ok = cmds > 0 && (cmds & need) == need &&
+                 wait_membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 &&
+                 wait_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+        /* Registered before the flag is raised: from then on our light
+         * fences are covered by any sleeper's membarrier. */
+        __atomic_store_n(&wait_fence_is_light, ok, __ATOMIC_SEQ_CST);
+    }
+    pthread_mutex_unlock(&wait_setup_lock);
+}
+
+int wait_asymmetric(void)
+{
+    return __atomic_load_n(&wait_fence_is_light, __ATOMIC_RELAXED);
+}
+
+/* GLOBAL_EXPEDITED reaches the threads of every registered process, ours
+ * included; a publisher whose process did not register uses full fences.
+ * Called by a sleeper even when this process did not register: a peer's
+ * may have. If the call fails, the sleep's timeout (WAIT_SLEEP_NS) still
+ * bounds a missed wake-up. */
+void wait_fence_heavy(void)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (wait_membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0)
+        atomic_thread_fence(memory_order_seq_cst);
 }
 
 static __thread const _Atomic int *wait_cancel_flag;
@@ -108,8 +155,10 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
         } else {
             atomic_fetch_add(waiters, 1);
             /* Re-check after announcing ourselves: the poster stores the word
-             * and then reads waiters (both seq_cst), so one of us sees the
+             * and then reads waiters with a fence between (wait_fence_light,
+             * which our wait_fence_heavy completes), so one of us sees the
              * other and no wake-up is lost. */
+            wait_fence_heavy();
             if (atomic_load(word) == old) {
                 struct timespec ts = {0, WAIT_SLEEP_NS};
                 futex(word, FUTEX_WAIT, old, &ts);
@@ -136,7 +185,7 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
 
 void wait_wake(_Atomic uint32_t *word, _Atomic uint32_t *waiters)
 {
-    atomic_thread_fence(memory_order_seq_cst);
+    wait_fence_light();
     if (atomic_load_explicit(waiters, memory_order_relaxed))
         futex(word, FUTEX_WAKE, INT_MAX, NULL);
 }

@@ -14,6 +14,29 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* Fences between a publisher and a sleeper. A rank that stores a word a
+ * peer waits on and then reads whether the peer sleeps needs a full fence
+ * between the two (else the peer may miss the word and we the sleeper);
+ * that fence also waits for the store's cache line to leave the peer's
+ * core, ~0.1 us per call on these VMs, the whole gap of a streamed 8-byte
+ * broadcast to Open MPI (which never sleeps). With membarrier() the
+ * publisher needs only a compiler barrier: a sleeper, which is slow
+ * anyway, makes every running thread of every registered process execute
+ * the fence (wait_fence_heavy). wait_setup registers this process; until
+ * it has, and with CCL_MEMBARRIER=0 or where the kernel lacks it, the
+ * light side is a full fence. */
+void wait_setup(void);
+int wait_asymmetric(void);
+void wait_fence_heavy(void);
+extern int wait_fence_is_light;
+static inline void wait_fence_light(void)
+{
+    if (__builtin_expect(wait_fence_is_light, 1))
+        atomic_signal_fence(memory_order_seq_cst);
+    else
+        atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* Called while a wait sleeps (about every few ms): returns CCL_SUCCESS to keep
  * waiting, or the error that ends the wait (it sets the message). */
 typedef ccl_result_t (*wait_check_fn)(void *arg, uint64_t waited_ns);
@@ -43,11 +66,29 @@ int wait_poll_cap_ms(int ms);
 int wait_spin_budget(int nlocal);
 int wait_yield_budget(int nlocal);
 /* Waits until *word != old. *waiters is raised while sleeping so that
- * wait_wake() only pays for a syscall when someone sleeps. */
+ * wait_wake() only pays for a syscall when someone sleeps. Keep *waiters
+ * off the line of *word: the waker reads it right after storing *word, and
+ * on the same line that read waits for the store's line to come back from
+ * the peer that last read it. */
 ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t *waiters,
                          const wait_policy_t *policy);
 /* Call after changing *word. */
 void wait_wake(_Atomic uint32_t *word, _Atomic uint32_t *waiters);
+
+/* Asks for a shared line in the exclusive state ahead of a store to it.
+ * A store to a line that a peer's core last read waits in the store
+ * buffer for that core to give the line up (~0.1 us here); a call makes
+ * enough other stores (calls, spills) meanwhile to fill the buffer, and
+ * the core stalls. Fetched early, the line is ours when the store comes.
+ * prefetchw is a no-op on x86 cores without it. */
+static inline void wait_prefetch_store(const void *line)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("prefetchw %0" ::"m"(*(const char *)line));
+#else
+    __builtin_prefetch(line, 1, 3);
+#endif
+}
 
 static inline void wait_cpu_relax(void)
 {

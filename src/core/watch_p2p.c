@@ -66,10 +66,10 @@ static void *watch_main(void *arg)
     log_set_rank(comm->rank);
     while (!atomic_load(&comm->p2p.watch_stop)) {
         usleep(WATCH_PERIOD_US);
-        if (pthread_mutex_trylock(&comm->exec_lock) != 0)
+        if (!exec_trylock(&comm->exec_lock))
             continue;
         watch_look(comm);
-        pthread_mutex_unlock(&comm->exec_lock);
+        exec_unlock(&comm->exec_lock);
     }
     return NULL;
 }

@@ -32,11 +32,14 @@ struct shm_fifo {
     _Atomic uint32_t closed;     /* set by either side that closed its end (destroy or abort) */
     char pad0[SHM_LINE - 36];
     _Atomic uint32_t tail;
-    _Atomic uint32_t tail_waiters;
-    char pad1[SHM_LINE - 8];
+    char pad1[SHM_LINE - 4];
     _Atomic uint32_t head;
+    char pad2[SHM_LINE - 4];
+    /* Off the counters' lines (wait.h): each side reads the other's
+     * sleeper count right after moving its counter. */
+    _Atomic uint32_t tail_waiters;
     _Atomic uint32_t head_waiters;
-    char pad2[SHM_LINE - 8];
+    char pad3[SHM_LINE - 8];
     /* Per slot: the payload length, with SHM_SLOT_KIND_BIT set for a
      * reference; written by the sender before it publishes tail. Lives in
      * the header page, after the counters. */
@@ -50,8 +53,8 @@ struct shm_fifo {
 #define SHM_WHY_OFFSET 3072
 #define SHM_WHY_MAX 1024
 
-_Static_assert(sizeof(struct shm_fifo) == 3 * SHM_LINE, "shm_fifo header layout");
-_Static_assert(3 * SHM_LINE + SHM_MAX_SLOTS * sizeof(uint32_t) <= SHM_WHY_OFFSET, "slot kinds fit the header page");
+_Static_assert(sizeof(struct shm_fifo) == 4 * SHM_LINE, "shm_fifo header layout");
+_Static_assert(4 * SHM_LINE + SHM_MAX_SLOTS * sizeof(uint32_t) <= SHM_WHY_OFFSET, "slot kinds fit the header page");
 _Static_assert(SHM_WHY_OFFSET + SHM_WHY_MAX <= 4096, "the reason fits the header page");
 
 static size_t shm_map_len(uint32_t nslots, size_t slot_size, size_t *slots_offset)

@@ -24,7 +24,7 @@
  * calls get many; areas hold nranks slots each, so large ones get few. */
 
 /* Every line of the board has one writer (apart from the sleeper counts,
- * touched only by a rank about to sleep), so no line is
+ * on lines of their own, touched only by a rank about to sleep), so no line is
  * read-modify-written by every rank on every call, as a shared arrival
  * counter was (it bounced between all cores on each call).
  *
@@ -33,17 +33,27 @@
  * number has the data in the same cache-line transfer. */
 struct board_post {
     _Atomic uint32_t published; /* last call posted on this line */
-    _Atomic uint32_t waiters;   /* ranks asleep on `published` */
+    uint32_t pad;
     char data[BOARD_INLINE_BYTES];
 };
 _Static_assert(sizeof(struct board_post) == 64, "a post is one cache line");
 
 typedef struct {
     _Atomic uint32_t released; /* last call this rank is done reading */
-    _Atomic uint32_t rwaiters; /* ranks asleep on `released` */
+    uint32_t pad0;
     _Atomic uint64_t entered;  /* collectives entered (shm_board_enter), on any path */
     char pad[64 - 16];
 } board_rank_t;
+
+/* Who sleeps on a rank's words: read by that rank after each post and
+ * release, so kept off those lines (wait.h), and written only by a
+ * sleeper. A sleeper on any of the rank's post lines counts in one
+ * number; a wake on a line nobody sleeps on is a spare syscall. */
+typedef struct {
+    _Atomic uint32_t post_waiters;    /* ranks asleep on one of this rank's posts */
+    _Atomic uint32_t release_waiters; /* ranks asleep on this rank's `released` */
+    char pad[64 - 8];
+} board_sleep_t;
 
 struct shm_board_hdr {
     uint32_t magic, nranks;
@@ -51,8 +61,9 @@ struct shm_board_hdr {
     _Atomic uint32_t poisoned;
     char pad0[64 - 20];
     board_rank_t rank[BOARD_MAX_RANKS];
+    board_sleep_t sleep[BOARD_MAX_RANKS];
 };
-#define BOARD_HDR_BYTES 8192
+#define BOARD_HDR_BYTES 12288
 _Static_assert(sizeof(struct shm_board_hdr) <= BOARD_HDR_BYTES, "the board header must fit its pages");
 
 /* The segment: header, then posts[BOARD_POSTS][nranks] (page-rounded),
@@ -151,8 +162,8 @@ void shm_board_poison(shm_board_t *b)
     atomic_store(&b->hdr->poisoned, 1);
     for (int q = 0; q < b->nranks; q++) {
         for (uint32_t k = 0; k < BOARD_POSTS; k++)
-            wait_wake(&board_post(b, k, q)->published, &board_post(b, k, q)->waiters);
-        wait_wake(&b->hdr->rank[q].released, &b->hdr->rank[q].rwaiters);
+            wait_wake(&board_post(b, k, q)->published, &b->hdr->sleep[q].post_waiters);
+        wait_wake(&b->hdr->rank[q].released, &b->hdr->sleep[q].release_waiters);
     }
 }
 
@@ -213,7 +224,7 @@ static ccl_result_t board_wait_released(shm_board_t *b, uint32_t target, const w
         if (q == b->rank)
             continue;
         board_rank_t *line = &b->hdr->rank[q];
-        CCL_TRY(board_wait_count(&line->released, &line->rwaiters, target, policy));
+        CCL_TRY(board_wait_count(&line->released, &b->hdr->sleep[q].release_waiters, target, policy));
         uint32_t r = atomic_load_explicit(&line->released, memory_order_acquire);
         if ((int32_t)(r - oldest) < 0)
             oldest = r;
@@ -262,12 +273,14 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
         memcpy((char *)shm_board_slot(out, b->rank), data, bytes);
     struct board_post *mine = board_post(b, call, b->rank);
     atomic_store_explicit(&mine->published, call, memory_order_release);
-    wait_wake(&mine->published, &mine->waiters);
+    wait_wake(&mine->published, &b->hdr->sleep[b->rank].post_waiters);
+    /* The next call's line was read by the peers BOARD_POSTS calls ago. */
+    wait_prefetch_store(board_post(b, call + 1, b->rank));
     for (int q = 0; q < b->nranks; q++) {
         if (q == b->rank || wait_for == BOARD_WAIT_NONE || (wait_for == BOARD_WAIT_ROOT && q != root))
             continue;
         struct board_post *theirs = board_post(b, call, q);
-        CCL_TRY(board_wait_count(&theirs->published, &theirs->waiters, call, &inner));
+        CCL_TRY(board_wait_count(&theirs->published, &b->hdr->sleep[q].post_waiters, call, &inner));
     }
 out:
     return res;
@@ -277,7 +290,7 @@ void shm_board_release(shm_board_t *b)
 {
     board_rank_t *mine = &b->hdr->rank[b->rank];
     atomic_store_explicit(&mine->released, b->calls, memory_order_release);
-    wait_wake(&mine->released, &mine->rwaiters);
+    wait_wake(&mine->released, &b->hdr->sleep[b->rank].release_waiters);
 }
 
 void shm_board_enter(shm_board_t *b, uint64_t ncoll)
