@@ -262,6 +262,15 @@ ccl_result_t coll_run(const coll_args_t *calls, int ncalls)
     return coll_run_group(calls, ncalls);
 }
 
+/* The same, on calls the caller lets us change (a stream's queued op): a
+ * single call runs without a copy, whose wide loads of fields just
+ * written with narrower stores would wait for the store buffer to drain
+ * (exec_lock.c says what that costs). */
+ccl_result_t coll_run_owned(coll_args_t *calls, int ncalls)
+{
+    return ncalls == 1 ? coll_run_one(calls) : coll_run_group(calls, ncalls);
+}
+
 static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char *name)
 {
     err_clear();

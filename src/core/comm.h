@@ -258,6 +258,7 @@ size_t exec_board_bytes(const coll_args_t *args, int nranks);
 /* coll.c: runs calls now, on the calling thread (one call, or a group's
  * calls; several comms allowed). Takes every comm's exec_lock. */
 ccl_result_t coll_run(const coll_args_t *calls, int ncalls);
+ccl_result_t coll_run_owned(coll_args_t *calls, int ncalls);
 /* Fills a->send_bytes and a->recv_bytes: what the call reads and writes
  * of the user's buffers on this rank (a->comm must be live). */
 void coll_args_size(coll_args_t *a);

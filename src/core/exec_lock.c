@@ -13,13 +13,18 @@
  * So the first thread that takes the lock becomes its owner, and takes it
  * from then on by storing `held` and reading `owner` again, with only a
  * compiler barrier between. Any other thread that wants the lock takes the
- * mutex, marks the comm shared for good (owner = EXEC_SHARED), and runs
+ * mutex, marks the comm shared (owner = EXEC_SHARED), and runs
  * membarrier(), which makes the owner's threads execute a full fence
  * (wait_fence_heavy's private form): after it, either the owner sees
  * itself revoked and falls back to the mutex, or its `held` is visible and
  * we wait for it to clear. The owner's path is Dekker's with the fence
- * moved to the side that is rare. Without membarrier (wait_asymmetric()
- * is 0, or CCL_MEMBARRIER=0) no thread becomes owner: a plain mutex.
+ * moved to the side that is rare. A shared comm goes back to having an
+ * owner when one thread takes the mutex EXEC_REBIAS_STREAK times in a row:
+ * a host stream's worker runs thousands of calls between the application
+ * thread's occasional blocking ones. Ownership only changes under the
+ * mutex, and is only taken from a thread by the revocation above. Without
+ * membarrier (wait_asymmetric() is 0, or CCL_MEMBARRIER=0) no thread
+ * becomes owner: a plain mutex.
  */
 #include "core/exec_lock.h"
 #include "core/wait.h"
@@ -35,6 +40,7 @@
 static _Thread_local char exec_token;
 static const char exec_shared_mark;
 #define EXEC_SHARED ((const void *)&exec_shared_mark)
+#define EXEC_REBIAS_STREAK 64
 
 void exec_lock_init(exec_lock_t *l)
 {
@@ -91,15 +97,29 @@ static int exec_revoke(exec_lock_t *l, int wait)
     return 1;
 }
 
+/* With the mutex held: counts this thread's streak, and makes it the
+ * owner on its first take or after a streak on a shared lock. */
+static void exec_count_streak(exec_lock_t *l)
+{
+    const void *me = &exec_token;
+    if (l->streak_thread == me) {
+        l->streak++;
+    } else {
+        l->streak_thread = me;
+        l->streak = 1;
+    }
+    const void *owner = atomic_load_explicit(&l->owner, memory_order_relaxed);
+    if (wait_asymmetric() && (owner == NULL || (owner == EXEC_SHARED && l->streak >= EXEC_REBIAS_STREAK)))
+        atomic_store(&l->owner, me); /* our next call takes the fast path */
+}
+
 void exec_lock(exec_lock_t *l)
 {
     if (exec_try_owned(l))
         return;
     pthread_mutex_lock(&l->mutex);
-    if (atomic_load_explicit(&l->owner, memory_order_relaxed) == NULL && wait_asymmetric())
-        atomic_store(&l->owner, &exec_token); /* our next call takes the fast path */
-    else
-        exec_revoke(l, 1);
+    exec_revoke(l, 1);
+    exec_count_streak(l);
     l->fast = 0;
 }
 

@@ -16,6 +16,8 @@ typedef struct {
     const void *_Atomic owner; /* the owning thread's token; NULL: none yet; else shared (mutex only) */
     _Atomic int held;          /* the owner holds the lock without the mutex */
     int fast;                  /* the holder took it as the owner (read by the holder only) */
+    const void *streak_thread; /* under the mutex: the thread that took it last, */
+    int streak;                /* ... and how many times in a row */
 } exec_lock_t;
 
 void exec_lock_init(exec_lock_t *l);

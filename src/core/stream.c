@@ -72,7 +72,7 @@ static void stream_run_op(host_stream_t *s, stream_op_t *op)
 {
     ccl_result_t res = op->hooks.before ? op->hooks.before(op->hooks.arg) : CCL_SUCCESS;
     if (res == CCL_SUCCESS)
-        res = coll_run(op->calls, op->ncalls);
+        res = coll_run_owned(op->calls, op->ncalls);
     else
         for (int i = 0; i < op->ncalls; i++)
             comm_record_error(op->calls[i].comm);
@@ -193,10 +193,9 @@ void stream_op_discard(ccl_stream_t stream, stream_op_t *op)
     pthread_mutex_unlock(&s->lock);
 }
 
-void stream_op_submit(ccl_stream_t stream, stream_op_t *op)
+/* Under the lock: waits for room, then appends. */
+static void stream_append(host_stream_t *s, stream_op_t *op)
 {
-    host_stream_t *s = stream;
-    pthread_mutex_lock(&s->lock);
     while (s->depth > 0 && s->queued >= s->depth) {
         s->room_waiters++;
         pthread_cond_wait(&s->room, &s->lock);
@@ -209,11 +208,36 @@ void stream_op_submit(ccl_stream_t stream, stream_op_t *op)
         s->head = op;
     s->tail = op;
     pthread_cond_signal(&s->work);
+}
+
+void stream_op_submit(ccl_stream_t stream, stream_op_t *op)
+{
+    host_stream_t *s = stream;
+    pthread_mutex_lock(&s->lock);
+    stream_append(s, op);
     pthread_mutex_unlock(&s->lock);
 }
 
 ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int ncalls)
 {
+    host_stream_t *s = stream;
+    /* A single call with a spare op: one trip through the lock, not two. */
+    if (ncalls == 1) {
+        pthread_mutex_lock(&s->lock);
+        stream_op_t *op = s->spare;
+        if (op) {
+            s->spare = op->next;
+            s->nspare--;
+            op->calls[0] = calls[0];
+            op->ncalls = 1;
+            op->next = NULL;
+            op->hooks = (stream_hooks_t){NULL, NULL, NULL};
+            stream_append(s, op);
+            pthread_mutex_unlock(&s->lock);
+            return CCL_SUCCESS;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
     stream_op_t *op = stream_op_new(stream, calls, ncalls, NULL);
     if (!op) {
         for (int i = 0; i < ncalls; i++)

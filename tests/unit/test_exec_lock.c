@@ -3,8 +3,9 @@
  * publisher/sleeper fences behind it (wait_fence_light/heavy in wait.h).
  *
  * Covers: with CCL_MEMBARRIER=0 no thread ever owns the lock (a plain
- * mutex); with membarrier the first thread that locks becomes the owner
- * and a second thread ends that ownership for good; mutual exclusion
+ * mutex); with membarrier the first thread that locks becomes the owner,
+ * a second thread ends that ownership, and a long run of takes by one
+ * thread makes it the owner again; mutual exclusion
  * while four threads take turns on one lock (a counter updated by
  * read, yield, write loses no update), including a thread that revokes
  * an owner inside the lock and the former owner taking turns after; a try
@@ -95,6 +96,16 @@ static void test_owner_then_revoked(void **state)
     exec_lock(&l); /* no longer the owner: the mutex */
     assert_int_equal(l.fast, 0);
     exec_unlock(&l);
+    /* A run of takes by one thread makes it the owner again. */
+    int fast_at = -1;
+    for (int i = 0; i < 200 && fast_at < 0; i++) {
+        exec_lock(&l);
+        if (l.fast)
+            fast_at = i;
+        exec_unlock(&l);
+    }
+    assert_true(fast_at > 8 && fast_at < 200);
+    assert_ptr_equal(atomic_load(&l.owner), owner); /* this thread's token again */
     exec_lock_destroy(&l);
 }
 
