@@ -48,6 +48,8 @@ void exec_lock_init(exec_lock_t *l)
     atomic_init(&l->owner, NULL);
     atomic_init(&l->held, 0);
     l->fast = 0;
+    l->streak_thread = NULL;
+    l->streak = 0;
 }
 
 void exec_lock_destroy(exec_lock_t *l)
