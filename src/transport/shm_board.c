@@ -14,6 +14,8 @@
 
 #define BOARD_MAGIC 0x63636c6fu /* "cclo" */
 #define BOARD_MAX_RANKS 64
+/* How much of the next area's slot a rank asks for ahead (shm_board_exchange). */
+#define BOARD_PREFETCH_BYTES 1024
 /* Calls rotate through BOARD_POSTS lines per rank (the announcement, and
  * small inputs inline) and, when their inputs do not fit a line, through
  * BOARD_AREAS slot areas. A rank that waits for nobody (a broadcast's
@@ -274,8 +276,18 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
     struct board_post *mine = board_post(b, call, b->rank);
     atomic_store_explicit(&mine->published, call, memory_order_release);
     wait_wake(&mine->published, &b->hdr->sleep[b->rank].post_waiters);
-    /* The next call's line was read by the peers BOARD_POSTS calls ago. */
+    /* The next call's line was read by the peers BOARD_POSTS calls ago,
+     * and the next area's slot BOARD_AREAS calls ago: ask for them now
+     * (wait_prefetch_store), the slot's first lines only, as many as a
+     * call of this size writes. */
     wait_prefetch_store(board_post(b, call + 1, b->rank));
+    if (max_bytes > BOARD_INLINE_BYTES) {
+        size_t n = bytes < BOARD_PREFETCH_BYTES ? bytes : BOARD_PREFETCH_BYTES;
+        const char *next = b->slots + ((size_t)(b->area_calls % BOARD_AREAS) * (size_t)b->nranks + (size_t)b->rank) *
+                                          b->slot_bytes;
+        for (size_t o = 0; o < n; o += 64)
+            wait_prefetch_store(next + o);
+    }
     for (int q = 0; q < b->nranks; q++) {
         if (q == b->rank || wait_for == BOARD_WAIT_NONE || (wait_for == BOARD_WAIT_ROOT && q != root))
             continue;
