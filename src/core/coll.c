@@ -132,7 +132,13 @@ broken:
         atomic_store(&comm->broken_code, res);
         connect_poison(comm, err_message());
     }
-out:
+out:;
+    /* What follows the lock still uses the comm: counted, so that a
+     * destroy or abort from another thread (comm_pending_wait) waits for
+     * it. Counted under the lock, which that wait takes first. */
+    int after = verify || res != CCL_SUCCESS;
+    if (after)
+        comm_pending_add(comm);
     exec_unlock(&comm->exec_lock);
     /* After the lock: the check is a collective of its own. */
     if (verify)
@@ -141,6 +147,8 @@ out:
         coll_fail_context(a, seq, 1);
         comm_record_error(comm);
     }
+    if (after)
+        comm_pending_done(comm);
     return res;
 }
 

@@ -372,14 +372,16 @@ int comm_unpublish(struct ccl_comm *comm)
 void comm_pending_wait(struct ccl_comm *comm)
 {
     atomic_store(&comm->draining, 1);
+    /* Blocking host calls are not counted (coll_submit): one still running
+     * holds the lock, and counts itself before it lets go if it has more
+     * to do with the comm (coll_run_one). So the lock first, then the
+     * count. */
+    exec_lock(&comm->exec_lock);
+    exec_unlock(&comm->exec_lock);
     pthread_mutex_lock(&comm->pending_lock);
     while (atomic_load(&comm->pending) > 0)
         pthread_cond_wait(&comm->pending_cond, &comm->pending_lock);
     pthread_mutex_unlock(&comm->pending_lock);
-    /* Blocking host calls are not counted (coll_submit): one still running
-     * holds the lock. */
-    exec_lock(&comm->exec_lock);
-    exec_unlock(&comm->exec_lock);
 }
 
 CCL_API ccl_result_t ccl_comm_destroy(ccl_comm_t comm)
