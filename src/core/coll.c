@@ -87,7 +87,16 @@ static ccl_result_t coll_run_one(coll_args_t *a)
     ccl_result_t res = CCL_SUCCESS;
     struct ccl_comm *comm = a->comm;
     int verify = 0;
-    exec_lock(&comm->exec_lock);
+    /* A blocking call is counted (comm_pending_add) whenever it uses the
+     * comm outside the owner's path: while it waits for the mutex (a
+     * destroy that took and dropped the lock before us must still wait
+     * for us), and after its unlock. The owner's path never waits, and
+     * destroy takes the lock before it waits for the count. */
+    int counted = !exec_lock_owned(&comm->exec_lock);
+    if (counted) {
+        comm_pending_add(comm);
+        exec_lock(&comm->exec_lock);
+    }
     /* ccl's own calls (CCL_VERIFY's exchange) keep the user's numbering. */
     uint64_t seq = a->internal ? comm->seq : ++comm->seq;
     if (atomic_load(&comm->aborted))
@@ -132,13 +141,11 @@ broken:
         atomic_store(&comm->broken_code, res);
         connect_poison(comm, err_message());
     }
-out:;
-    /* What follows the lock still uses the comm: counted, so that a
-     * destroy or abort from another thread (comm_pending_wait) waits for
-     * it. Counted under the lock, which that wait takes first. */
-    int after = verify || res != CCL_SUCCESS;
-    if (after)
-        comm_pending_add(comm);
+out:
+    if (!counted && (verify || res != CCL_SUCCESS)) {
+        comm_pending_add(comm); /* under the lock, which comm_pending_wait takes first */
+        counted = 1;
+    }
     exec_unlock(&comm->exec_lock);
     /* After the lock: the check is a collective of its own. */
     if (verify)
@@ -147,7 +154,7 @@ out:;
         coll_fail_context(a, seq, 1);
         comm_record_error(comm);
     }
-    if (after)
+    if (counted)
         comm_pending_done(comm);
     return res;
 }
@@ -294,10 +301,9 @@ static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char 
             comm_record_error(a->comm);
         return res;
     }
-    /* A blocking call on host buffers runs here, under the comm's lock,
-     * which destroy takes once the counted calls are done: it is not
-     * counted, since counting is an atomic add and subtract per call, each
-     * as costly as the lock's would be (exec_lock.c). */
+    /* A blocking call on host buffers runs here. It counts itself only
+     * where it needs to (coll_run_one): counting is an atomic add and
+     * subtract per call, each as costly as a mutex's would be (exec_lock.c). */
     if (!stream && !a->dev_send && !a->dev_recv && !a->dev_premul)
         return coll_run_one(a);
     comm_pending_add(a->comm);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static handle_set_t comm_live = HANDLE_SET_INIT;
@@ -45,22 +46,30 @@ void comm_record_error(struct ccl_comm *comm)
     snprintf(comm->last_error, sizeof comm->last_error, "%s", err_message());
 }
 
+/* How often a destroy waiting for calls looks again without a wake-up
+ * (comm_pending_done). */
+#define COMM_PENDING_POLL_MS 10
+
 void comm_pending_add(struct ccl_comm *comm)
 {
     atomic_fetch_add(&comm->pending, 1);
 }
 
-/* Only the last one out, and only while a destroy waits, takes the lock to
- * wake it. Both sides use seq_cst (the destroyer raises draining, then
- * reads pending; we lower pending, then read draining), so one of them
- * sees the other and the wake-up cannot be lost. */
+/* The decrement is our last touch of the comm: a destroy may free it as
+ * soon as the count is 0. Once a destroy waits, the decrement happens
+ * under its lock (it cannot free the comm before we let go) and wakes it;
+ * one that starts waiting just after we looked gets no wake-up but looks
+ * again within COMM_PENDING_POLL_MS. */
 void comm_pending_done(struct ccl_comm *comm)
 {
-    if (atomic_fetch_sub(&comm->pending, 1) == 1 && atomic_load(&comm->draining)) {
+    if (atomic_load(&comm->draining)) {
         pthread_mutex_lock(&comm->pending_lock);
+        atomic_fetch_sub(&comm->pending, 1);
         pthread_cond_broadcast(&comm->pending_cond);
         pthread_mutex_unlock(&comm->pending_lock);
+        return;
     }
+    atomic_fetch_sub(&comm->pending, 1);
 }
 
 CCL_API ccl_result_t ccl_get_unique_id(ccl_unique_id_t *id)
@@ -379,8 +388,16 @@ void comm_pending_wait(struct ccl_comm *comm)
     exec_lock(&comm->exec_lock);
     exec_unlock(&comm->exec_lock);
     pthread_mutex_lock(&comm->pending_lock);
-    while (atomic_load(&comm->pending) > 0)
-        pthread_cond_wait(&comm->pending_cond, &comm->pending_lock);
+    while (atomic_load(&comm->pending) > 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += COMM_PENDING_POLL_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&comm->pending_cond, &comm->pending_lock, &until);
+    }
     pthread_mutex_unlock(&comm->pending_lock);
 }
 

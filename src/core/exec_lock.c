@@ -24,7 +24,8 @@
  * The first thread that takes the lock becomes its owner, and so does one
  * that takes the mutex EXEC_STREAK times in a row (a host stream's worker
  * runs thousands of calls between the application thread's occasional
- * blocking ones), at most EXEC_MAX_OWNERS times per lock: each ownership
+ * blocking ones; a revocation starts the count again), at most
+ * EXEC_MAX_OWNERS times per lock: each ownership
  * has its own `held`, and none is reused, so a former owner that read
  * `owner` just before losing it never writes the new owner's flag.
  * Without membarrier (wait_asymmetric() is 0, or CCL_MEMBARRIER=0) no
@@ -44,7 +45,9 @@
  * threads. */
 static _Thread_local char exec_token;
 #define EXEC_STREAK 64
-#define EXEC_MAX_OWNERS 64
+/* Each revocation costs one: a comm whose P2P watch looks every 20 ms
+ * runs out after ~20 s of calls and stays a mutex. */
+#define EXEC_MAX_OWNERS 1024
 
 void exec_lock_init(exec_lock_t *l)
 {
@@ -105,7 +108,8 @@ static int exec_revoke(exec_lock_t *l, int wait)
     if (o) {
         atomic_store(&l->owner, NULL);
         exec_fence_owner();
-        l->revoked = o;
+        l->revoked = o; /* NULL here: a new owner is only made once the last revoked one is out */
+        l->streak_thread = NULL;
     }
     o = l->revoked;
     /* The owner may be inside a long collective (seconds, or until its
@@ -146,6 +150,11 @@ static void exec_count_streak(exec_lock_t *l)
     l->all = o;
     l->nowners++;
     atomic_store(&l->owner, o); /* our next call takes the fast path */
+}
+
+int exec_lock_owned(exec_lock_t *l)
+{
+    return exec_try_owned(l);
 }
 
 void exec_lock(exec_lock_t *l)

@@ -35,6 +35,9 @@ typedef struct {
 void exec_lock_init(exec_lock_t *l);
 void exec_lock_destroy(exec_lock_t *l);
 void exec_lock(exec_lock_t *l);
+/* 1 if this thread owns the lock and took it without waiting; else 0 and
+ * nothing taken (then exec_lock). */
+int exec_lock_owned(exec_lock_t *l);
 /* 1 if taken. A thread other than the owner that tries ends the
  * ownership, even when the owner is inside and the try fails. */
 int exec_trylock(exec_lock_t *l);
