@@ -69,7 +69,7 @@ void exec_lock_destroy(exec_lock_t *l)
     pthread_mutex_destroy(&l->mutex);
 }
 
-static int exec_try_owned(exec_lock_t *l)
+int exec_lock_owned(exec_lock_t *l)
 {
     exec_owner_t *o = atomic_load_explicit(&l->owner, memory_order_acquire);
     if (!o || o->token != &exec_token)
@@ -152,14 +152,9 @@ static void exec_count_streak(exec_lock_t *l)
     atomic_store(&l->owner, o); /* our next call takes the fast path */
 }
 
-int exec_lock_owned(exec_lock_t *l)
-{
-    return exec_try_owned(l);
-}
-
 void exec_lock(exec_lock_t *l)
 {
-    if (exec_try_owned(l))
+    if (exec_lock_owned(l))
         return;
     pthread_mutex_lock(&l->mutex);
     exec_revoke(l, 1);
@@ -169,7 +164,7 @@ void exec_lock(exec_lock_t *l)
 
 int exec_trylock(exec_lock_t *l)
 {
-    if (exec_try_owned(l))
+    if (exec_lock_owned(l))
         return 1;
     if (pthread_mutex_trylock(&l->mutex) != 0)
         return 0;

@@ -148,17 +148,32 @@ static void *stream_main(void *p)
     return NULL;
 }
 
+/* Under the lock: a single-call op to reuse, or NULL. */
+static stream_op_t *stream_pop_spare(host_stream_t *s)
+{
+    stream_op_t *op = s->spare;
+    if (op) {
+        s->spare = op->next;
+        s->nspare--;
+    }
+    return op;
+}
+
+static void stream_op_fill(stream_op_t *op, const coll_args_t *calls, int ncalls, const stream_hooks_t *hooks)
+{
+    memcpy(op->calls, calls, (size_t)ncalls * sizeof op->calls[0]);
+    op->ncalls = ncalls;
+    op->next = NULL;
+    op->hooks = hooks ? *hooks : (stream_hooks_t){NULL, NULL, NULL};
+}
+
 stream_op_t *stream_op_new(ccl_stream_t stream, const coll_args_t *calls, int ncalls, const stream_hooks_t *hooks)
 {
     host_stream_t *s = stream;
     stream_op_t *op = NULL;
     if (ncalls == 1) {
         pthread_mutex_lock(&s->lock);
-        op = s->spare;
-        if (op) {
-            s->spare = op->next;
-            s->nspare--;
-        }
+        op = stream_pop_spare(s);
         pthread_mutex_unlock(&s->lock);
     }
     if (!op) {
@@ -170,10 +185,7 @@ stream_op_t *stream_op_new(ccl_stream_t stream, const coll_args_t *calls, int nc
         err_set(CCL_ERR_SYSTEM, "out of memory queueing %d calls", ncalls);
         return NULL;
     }
-    memcpy(op->calls, calls, (size_t)ncalls * sizeof op->calls[0]);
-    op->ncalls = ncalls;
-    op->next = NULL;
-    op->hooks = hooks ? *hooks : (stream_hooks_t){NULL, NULL, NULL};
+    stream_op_fill(op, calls, ncalls, hooks);
     return op;
 }
 
@@ -224,14 +236,9 @@ ccl_result_t stream_enqueue(ccl_stream_t stream, const coll_args_t *calls, int n
     /* A single call with a spare op: one trip through the lock, not two. */
     if (ncalls == 1) {
         pthread_mutex_lock(&s->lock);
-        stream_op_t *op = s->spare;
+        stream_op_t *op = stream_pop_spare(s);
         if (op) {
-            s->spare = op->next;
-            s->nspare--;
-            op->calls[0] = calls[0];
-            op->ncalls = 1;
-            op->next = NULL;
-            op->hooks = (stream_hooks_t){NULL, NULL, NULL};
+            stream_op_fill(op, calls, 1, NULL);
             stream_append(s, op);
             pthread_mutex_unlock(&s->lock);
             return CCL_SUCCESS;

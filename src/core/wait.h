@@ -31,7 +31,7 @@ void wait_fence_heavy(void);
 extern int wait_fence_is_light;
 static inline void wait_fence_light(void)
 {
-    if (__builtin_expect(wait_fence_is_light, 1))
+    if (__builtin_expect(__atomic_load_n(&wait_fence_is_light, __ATOMIC_RELAXED), 1))
         atomic_signal_fence(memory_order_seq_cst);
     else
         atomic_thread_fence(memory_order_seq_cst);
