@@ -55,6 +55,19 @@ void sched_reset(sched_t *s, int send_refs_safe_in_place, int steps_independent,
     s->no_refs = no_refs;
 }
 
+void sched_mark_sole_sends(sched_t *s)
+{
+    /* Quadratic, but executors only ask for schedules whose steps span
+     * several slots, i.e. calls of megabytes. */
+    for (int i = 0; i < s->nsteps; i++) {
+        int p = s->steps[i].send_peer, n = 0;
+        for (int j = 0; p >= 0 && j < s->nsteps && n < 2; j++)
+            n += s->steps[j].send_peer == p;
+        if (n == 1)
+            s->steps[i].flags |= SCHED_SOLE_SEND;
+    }
+}
+
 void sched_free(sched_t *s)
 {
     free(s->steps);

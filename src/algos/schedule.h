@@ -31,6 +31,7 @@ typedef enum { SCHED_BUF_NONE = 0, SCHED_BUF_SEND, SCHED_BUF_RECV } sched_buf_t;
 
 /* Step flags. */
 #define SCHED_POSTOP 0x1 /* apply the op's final transform (avg: divide by nranks) to the result */
+#define SCHED_SOLE_SEND 0x2 /* no other step of the schedule sends to this step's send_peer (sched_mark_sole_sends) */
 
 typedef struct {
     unsigned char action; /* sched_action_t */
@@ -118,6 +119,11 @@ sched_step_t *sched_add_step(sched_t *s, int action, int recv_peer, int send_pee
 /* Empties the schedule and sets its flags; every algorithm starts here. */
 void sched_reset(sched_t *s, int send_refs_safe_in_place, int steps_independent, int no_refs);
 void sched_free(sched_t *s);
+/* Sets SCHED_SOLE_SEND on every step that is the only one of the schedule
+ * to send to its peer: such a step's messages are the whole traffic of
+ * that connection within the operation. Executors call it when they need
+ * it (whole-step references); algorithms need not. */
+void sched_mark_sole_sends(sched_t *s);
 const char *sched_action_name(int action);
 /* Splits count elements into nparts contiguous parts aligned for SIMD; part
  * k is [*off, *off + *len). Identical on every rank. */

@@ -178,6 +178,7 @@ typedef struct {
     int net_refs;             /* ... and the call is large enough for net sends to go from it */
     mem_ref_t send_ref, recv_ref;
     int sent_refs;   /* the call must drain its sends before returning */
+    int sole_call;   /* the only call of the run: its steps alone use their connections */
     ccl_result_t res; /* why a slice failed */
 } exec_ctx_t;
 
@@ -288,6 +289,49 @@ static void exec_local_slice(const exec_ctx_t *x, const sched_step_t *st, const 
         dev_postop(a->dtype, a->kop, dst, n, x->comm->nranks);
 }
 
+/* Whole-step references. Sent slice by slice, a reference to a buffer
+ * couples the reader to its owner: with 8 slots in flight, the owner must
+ * run again every 8 slices to post the next ones, and with more ranks than
+ * cores it often is not running. Where the data of a whole step is final
+ * before the step starts (the user's send buffer) and the step is the only
+ * traffic of its connection (one call alone in its run, the schedule's
+ * only step to that peer: no other message can queue behind the held
+ * slot, and no other call's drain can wait on ours), one reference covers
+ * the whole step: the reader
+ * keeps it at the head of its FIFO while it reads slice after slice, and
+ * consumes it after the last; the owner's drain waits for that. */
+static int exec_sends_whole(const exec_ctx_t *x, const sched_step_t *st, const shm_conn_t *sc, size_t total)
+{
+    return st->action == SCHED_SEND && st->src_buf == SCHED_BUF_SEND && (st->flags & SCHED_SOLE_SEND) &&
+           x->sole_call && x->send_refs && x->send_reg && sc && !sc->via_net && total > x->comm->slot_size;
+}
+
+/* A broadcast's forwarding steps hand on a whole-step reference they got
+ * (the root's send buffer, read-only for the call) to a local peer. */
+static int exec_may_forward(const exec_ctx_t *x, const sched_step_t *st, const shm_conn_t *sc)
+{
+    return x->args->coll == SCHED_BROADCAST && st->action == SCHED_RECV_COPY_SEND && (st->flags & SCHED_SOLE_SEND) &&
+           x->sole_call && sc && !sc->via_net;
+}
+
+/* The process whose buffer a reference names: the sender, or for a
+ * forwarded reference another rank of this host. Only ranks of this
+ * communicator qualify. */
+static ccl_result_t exec_ref_owner(const struct ccl_comm *comm, int from, const shm_ref_t *ref, pid_t *owner)
+{
+    const bs_peer_t *sender = &comm->bs.peers[from];
+    if (ref->pid == sender->pid) {
+        *owner = (pid_t)ref->pid;
+        return CCL_SUCCESS;
+    }
+    for (int p = 0; p < comm->nranks; p++)
+        if (comm->bs.peers[p].pid == ref->pid && comm->bs.peers[p].hostid == sender->hostid) {
+            *owner = (pid_t)ref->pid;
+            return CCL_SUCCESS;
+        }
+    return err_set(CCL_ERR_REMOTE, "rank %d sent a reference to pid %d, which is no rank of its host", from, (int)ref->pid);
+}
+
 /* Slice `k` of one step: 1 when it ran, 0 when a connection is not ready
  * (nothing changed), -1 on error (message set). */
 static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
@@ -312,29 +356,56 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     if ((rc && !rc->fifo) || (sc && !sc->fifo))
         CCL_FAIL(CCL_ERR_INTERNAL, "schedule uses a connection to rank %d that does not exist",
                  rc && !rc->fifo ? st->recv_peer : st->send_peer);
-    if ((rc && !shm_recv_ready(rc)) || (sc && !shm_send_ready(sc)))
+    /* A whole-step reference went with the first slice: nothing to send. */
+    int whole_out = exec_sends_whole(x, st, sc, total);
+    if (whole_out && k > 0)
+        return 1;
+    if (rc && !shm_recv_ready(rc))
         return 0;
-    if (fault_armed)
-        fault_on_slice(comm);
     const void *in = NULL;
     void *out = NULL;
     wait_policy_t now = {NULL, NULL, 0, 0}; /* ready: these return at once */
-    if (rc)
+    shm_ref_t ref;
+    int ref_in = 0, whole_in = 0;
+    if (rc) {
         CCL_TRY(shm_recv_wait(rc, &now, &in));
+        if ((ref_in = shm_recv_is_ref(rc))) {
+            memcpy(&ref, in, sizeof ref);
+            /* Longer than a slot: it can only be the whole step's. */
+            whole_in = total > comm->slot_size && ref.len == total;
+        }
+    }
+    /* A broadcast passes the root's whole-step reference on instead of its
+     * own copy: every rank then reads the root's buffer, none waits for the
+     * rank before it to have copied a slice. */
+    int forward = whole_in && exec_may_forward(x, st, sc);
+    if (forward && k > 0)
+        sc = NULL;
+    if (sc && !shm_send_ready(sc))
+        return 0;
+    if (fault_armed)
+        fault_on_slice(comm);
     if (sc)
         CCL_TRY(shm_send_wait(sc, &now, &out));
     /* Both ends cut a step into the same slices: another length means the
-     * peer runs another call (or another count) than we do. */
-    if (rc && shm_recv_len(rc) != nbytes)
+     * peer runs another call (or another count) than we do. A whole-step
+     * reference stays in its slot for every slice of the step. */
+    if (rc && !whole_in && shm_recv_len(rc) != nbytes)
         CCL_FAIL(CCL_ERR_MISMATCH, "rank %d sent %zu bytes where this rank expected %zu: "
                  "the ranks called different collectives or counts", st->recv_peer, shm_recv_len(rc), nbytes);
-    if (rc && shm_recv_is_ref(rc)) {
-        shm_ref_t ref;
-        memcpy(&ref, in, sizeof ref);
-        if (ref.len != nbytes)
+    if (ref_in) {
+        if (!whole_in && ref.len != nbytes)
             CCL_FAIL(CCL_ERR_REMOTE, "rank %d sent a %llu-byte reference where %zu bytes were due",
                      st->recv_peer, (unsigned long long)ref.len, nbytes);
-        CCL_TRY(shm_peer_read(&comm->peer_maps, (pid_t)comm->bs.peers[st->recv_peer].pid, &ref, x->scratch, &in));
+        shm_ref_t part = ref;
+        if (whole_in) {
+            part.offset += off;
+            part.vaddr += off;
+            part.len = nbytes;
+        }
+        pid_t owner = 0;
+        CCL_TRY(exec_ref_owner(comm, st->recv_peer, &ref, &owner));
+        CCL_TRY(shm_peer_read(&comm->peer_maps, owner, &part, x->scratch, &in));
     }
     /* The outgoing data lies in a user buffer for SEND (src) and for the
      * steps that also keep what they send (dst); only there can it go by
@@ -348,19 +419,28 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     } else if (sc && (st->action == SCHED_RECV_COPY_SEND || st->action == SCHED_RECV_REDUCE_COPY_SEND)) {
         ref_data = dst + off;
     }
-    int by_ref = ref_data && (from_send ? x->send_refs : x->recv_refs) &&
+    int by_ref = !forward && ref_data && (from_send ? x->send_refs : x->recv_refs) &&
                  (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
-    exec_slice(st, x, in, by_ref ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
-    if (rc)
-        shm_recv_done(rc);
-    if (sc && by_ref) {
+    exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
+    if (rc && (!whole_in || off + nbytes == total)) {
+        if (forward)
+            rc->held = 1; /* consumed by exec_drain, after our forwarded copy */
+        else
+            shm_recv_done(rc);
+    }
+    if (sc && forward) {
+        memcpy(out, &ref, sizeof ref);
+        shm_send_post(sc, SHM_SLOT_REF, nbytes);
+        x->sent_refs = 1;
+    } else if (sc && by_ref) {
         if (x->stream_out)
             dev_copy_fence(); /* streamed stores visible before the peer reads them */
         const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
         const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
-        shm_ref_t ref = {SHM_REF_MAGIC, buf->fd, buf->id, buf->alloc_len,
-                         buf->offset + (uint64_t)(ref_data - base), nbytes, (uint64_t)(uintptr_t)ref_data};
-        memcpy(out, &ref, sizeof ref);
+        shm_ref_t mine = {SHM_REF_MAGIC, (int32_t)comm->bs.peers[comm->rank].pid, buf->fd, buf->id, buf->alloc_len,
+                          buf->offset + (uint64_t)(ref_data - base), whole_out ? total : nbytes,
+                          (uint64_t)(uintptr_t)ref_data};
+        memcpy(out, &mine, sizeof mine);
         shm_send_post(sc, SHM_SLOT_REF, nbytes);
         x->sent_refs = 1;
     } else if (sc) {
@@ -375,10 +455,10 @@ out:
     return 1;
 }
 
-static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_t *a, const sched_t *sched)
+static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_t *a, sched_t *sched, int sole_call)
 {
     *x = (exec_ctx_t){.comm = comm, .args = a, .esz = dev_dtype_size(a->dtype), .scratch = comm->scratch,
-                      .premul_buf = (char *)comm->scratch + comm->slot_size};
+                      .premul_buf = (char *)comm->scratch + comm->slot_size, .sole_call = sole_call};
     size_t send_bytes = a->send_bytes, recv_bytes = a->recv_bytes;
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
     if (sched->no_refs)
@@ -398,6 +478,10 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
     if (comm->single_copy_threshold > 0 && bytes >= comm->single_copy_threshold) {
         x->send_reg = x->send_refs && mem_find(a->sendbuf, send_bytes, &x->send_ref);
         x->recv_reg = x->recv_refs && mem_find(a->recvbuf, recv_bytes, &x->recv_ref);
+        /* Whole-step references need to know which steps have a
+         * connection to themselves; a broadcast may receive one. */
+        if (sole_call && (x->send_reg || a->coll == SCHED_BROADCAST))
+            sched_mark_sole_sends(sched);
     }
 }
 
@@ -438,6 +522,14 @@ static ccl_result_t exec_drain(exec_run_t *run)
         ccl_result_t res = shm_send_drain(&comm->send_conns[p], &pol);
         if (res != CCL_SUCCESS)
             return res;
+    }
+    /* Forwarded references: every rank we passed one to is done with it. */
+    for (int p = 0; refs && p < comm->nranks; p++) {
+        shm_conn_t *rc = &comm->recv_conns[p];
+        if (rc->fifo && rc->held) {
+            rc->held = 0;
+            shm_recv_done(rc);
+        }
     }
     return CCL_SUCCESS;
 }
@@ -500,7 +592,8 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
         struct ccl_comm *comm = jobs[j].comm;
         run->job = &jobs[j];
         for (int c = 0; c < jobs[j].ncalls; c++) {
-            exec_ctx_init(&run->ctx[c], comm, &jobs[j].calls[c], &jobs[j].scheds[c]);
+            exec_ctx_init(&run->ctx[c], comm, &jobs[j].calls[c], (sched_t *)&jobs[j].scheds[c],
+                          single);
             run->eops[c] = (eng_op_t){.sched = &jobs[j].scheds[c], .elem_size = run->ctx[c].esz};
         }
         /* Every comm in this job list is locked by us: its arena is free. */

@@ -18,9 +18,11 @@
 
 #define SHM_REF_MAGIC 0x63636c72u /* "cclr" */
 
-/* What a by-reference slot holds. */
+/* What a by-reference slot holds. `pid` owns the buffer: usually the
+ * sender, but a broadcast forwards the root's references unchanged. */
 typedef struct {
     uint32_t magic;
+    int32_t pid;
     int32_t fd;
     uint64_t id;
     uint64_t alloc_len;
