@@ -180,8 +180,9 @@ for v in "${variants[@]}"; do
 done
 # Whole-step references (a send buffer read in place by one reference per
 # step, a broadcast passing the root's on) need steps longer than a slot:
-# ccl_mem_alloc buffers, single copy from 1 KiB and 4 KiB slots.
-run_variant "CCL_TEST_COUNTS=1021 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2" test_colls 3 4
+# ccl_mem_alloc buffers, single copy from 1 KiB and 4 KiB slots (so 2053
+# elements of every dtype wider than a byte span several; 1021 of 8 bytes).
+run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2" test_colls 3 4
 # Algorithms that only allreduce has (rank counts around powers of two).
 for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
     run_variant "$v" test_allreduce 3 4 5 8

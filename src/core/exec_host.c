@@ -358,8 +358,11 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
                  rc && !rc->fifo ? st->recv_peer : st->send_peer);
     /* A whole-step reference went with the first slice: nothing to send. */
     int whole_out = exec_sends_whole(x, st, sc, total);
-    if (whole_out && k > 0)
+    if (whole_out && k > 0) {
+        if (fault_armed)
+            fault_on_slice(comm); /* injected faults count slices alike either way */
         return 1;
+    }
     if (rc && !shm_recv_ready(rc))
         return 0;
     const void *in = NULL;
@@ -423,8 +426,18 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
                  (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
     exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc && (!whole_in || off + nbytes == total)) {
+        /* The owner stays in its call until this slot is consumed, unless
+         * it failed, or a rank on the way of a forwarded reference died
+         * and the owner's drain gave up: then what we read may have changed
+         * under us. A forwarded reference makes every local rank suspect
+         * (the one that died may be further up the chain). */
+        if (whole_in) {
+            int forwarded = ref.pid != comm->bs.peers[st->recv_peer].pid;
+            CCL_TRY(exec_local_failure(comm, forwarded ? 0 : st->recv_peer,
+                                       forwarded ? comm->nranks - 1 : st->recv_peer, 1, "read a peer's buffer in place"));
+        }
         if (forward)
-            rc->held = 1; /* consumed by exec_drain, after our forwarded copy */
+            rc->held = st->send_peer + 1; /* consumed by exec_drain, after our forwarded copy */
         else
             shm_recv_done(rc);
     }
@@ -514,6 +527,20 @@ static ccl_result_t exec_drain(exec_run_t *run)
     int refs = 0;
     for (int c = 0; c < run->job->ncalls; c++)
         refs |= run->ctx[c].sent_refs;
+    /* A forwarded reference first: once the rank we passed it to is done
+     * with it, the rank that passed it to us may return. */
+    for (int p = 0; refs && p < comm->nranks; p++) {
+        shm_conn_t *rc = &comm->recv_conns[p];
+        if (!rc->fifo || !rc->held)
+            continue;
+        exec_wait_ctx_t ctx = {comm, rc->held - 1, "send to", 0, 0};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+        ccl_result_t res = shm_send_drain(&comm->send_conns[rc->held - 1], &pol);
+        if (res != CCL_SUCCESS)
+            return res;
+        rc->held = 0;
+        shm_recv_done(rc);
+    }
     for (int p = 0; refs && p < comm->nranks; p++) {
         if (!comm->send_conns[p].fifo)
             continue;
@@ -522,14 +549,6 @@ static ccl_result_t exec_drain(exec_run_t *run)
         ccl_result_t res = shm_send_drain(&comm->send_conns[p], &pol);
         if (res != CCL_SUCCESS)
             return res;
-    }
-    /* Forwarded references: every rank we passed one to is done with it. */
-    for (int p = 0; refs && p < comm->nranks; p++) {
-        shm_conn_t *rc = &comm->recv_conns[p];
-        if (rc->fifo && rc->held) {
-            rc->held = 0;
-            shm_recv_done(rc);
-        }
     }
     return CCL_SUCCESS;
 }

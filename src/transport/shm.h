@@ -51,9 +51,10 @@ typedef struct {
      * go by reference over it, and each post rings the proxy's doorbell. */
     int via_net;
     void (*doorbell)(void);
-    /* Receiver: the slot at head holds a reference this rank forwarded;
-     * the executor consumes it once its own sends are drained, so that
-     * the buffer's owner waits for every rank that reads it. */
+    /* Receiver: the slot at head holds a reference this rank forwarded to
+     * rank held - 1 (0: none); the executor consumes it once that send is
+     * drained, so that the buffer's owner waits for every rank that reads
+     * it. */
     int held;
 } shm_conn_t;
 

@@ -13,7 +13,10 @@
  * Both run with allreduce, alltoall and a broadcast rooted at the failing
  * rank (collectives in which every survivor depends on that rank, so every
  * survivor must notice), on a small and a large count.
- * A third scenario kills (SIGKILL) the last rank at some point during
+ * A broadcast by reference (ccl_mem_alloc buffers, read in place down the
+ * chain) loses the rank that passes the root's reference on, mid-call: no
+ * survivor may report success with data the root changed after failing.
+ * A further scenario kills (SIGKILL) the last rank at some point during
  * ccl_comm_init_rank (once it has its first shared-memory segment, all of
  * its own, some of its peers', the board): the survivors' init, or their
  * first collective, must fail instead of hanging. The victim always dies
@@ -29,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_coll.h"
@@ -300,9 +304,81 @@ static int abort_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
-int main(void)
+/* A broadcast on ccl_mem_alloc buffers goes by reference: the root's
+ * whole-step reference, passed down the chain 0 -> 1 -> 2 -> 3, so ranks 2
+ * and 3 read the root's buffer in place. CCL_FAULT kills rank 1 inside the
+ * call, after it passed the reference on. The root's call must fail (it
+ * waits for every reader, and rank 1 never lets go), and the root then
+ * overwrites its buffer at once, as an application that reuses it would;
+ * ranks 2 and 3, possibly still reading it, must fail, or succeed with the
+ * right result (they may have finished first), and then fail their next
+ * call. */
+static int forward_death_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    note_shm_before(ctx);
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_case_t c = {.coll = TST_BROADCAST, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)1 << 20) + 3,
+                    .seed = tst_case_seed(base_seed, 4, 0, 29, 29), .root = 0};
+    tst_bufs_t b;
+    tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
+    tst_set_case(ctx, "forwarder death: broadcast by reference");
+    ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL); /* rank 1 dies in here */
+    char msg[512];
+    if (ctx->rank == 0) {
+        if (rc == CCL_SUCCESS)
+            tst_fail(ctx, "forwarder death: the root's broadcast succeeded although rank 1 died reading it");
+        memset(b.sendp, 0xa5, b.send.bytes);
+        printf("  forwarder death, root: %s: %s\n", ccl_get_error_string(rc), ccl_get_last_error(comm));
+    } else if (rc == CCL_SUCCESS) {
+        if (tst_case_verify(&c, ctx->rank, ctx->nranks, &b, msg, sizeof(msg)))
+            tst_fail(ctx, "forwarder death: broadcast succeeded with a wrong result: %s", msg);
+        tst_case_t next = c;
+        next.count = 1021;
+        expect_failure(ctx, comm, &next, "forwarder death, next call");
+    } else {
+        printf("  forwarder death, rank %d: %s: %s\n", ctx->rank, ccl_get_error_string(rc), ccl_get_last_error(comm));
+    }
+    fflush(stdout);
+    tst_case_release(&b);
+    abort_broken(ctx, comm, "forwarder death");
+    /* No barrier (check_shm_clean's) with a rank that died unannounced. */
+    char first[512];
+    tst_set_case(ctx, "forwarder death: mapping checks");
+    int own = tst_own_ccl_shm_maps(first, sizeof(first));
+    if (own > 0)
+        tst_fail(ctx, "forwarder death: %d ccl shm mappings remain after the comm was aborted, e.g. %s", own, first);
+    return 0;
+}
+
+/* ccl reads CCL_* once per process, so the scenario that needs its own
+ * (single copy from 1 KiB, the kill) runs in a fresh process:
+ * `test_fault forward-death` with that environment. */
+static int run_forward_death(const char *self)
+{
+    printf("broadcast by reference, the rank passing it on dies:\n");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("CCL_SINGLE_COPY_THRESHOLD", "1K", 1);
+        setenv("CCL_FAULT", "kill:rank=1:op=1:slice=8", 1);
+        execl("/proc/self/exe", self, "forward-death", (char *)NULL);
+        perror("execl");
+        _exit(2);
+    }
+    int status = 0;
+    return pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+int main(int argc, char **argv)
 {
     int failed = 0;
+    if (argc == 2 && strcmp(argv[1], "forward-death") == 0) {
+        setenv("CCL_TIMEOUT", "30", 0);
+        base_seed = tst_seed("test_fault");
+        tst_sigkill_ok_rank = 1;
+        return tst_run_ranks("fault-forward-death", 4, 90, forward_death_body, NULL) != 0;
+    }
     /* Bounds the wait of a library that only notices by timing out. */
     setenv("CCL_TIMEOUT", "30", 0);
     base_seed = tst_seed("test_fault");
@@ -318,6 +394,7 @@ int main(void)
             failed += tst_run_ranks("fault-abort", 3, 90, abort_body, NULL) != 0;
         }
     }
+    failed += run_forward_death(argv[0]);
     /* Death at several points of the shared-memory setup. The delays only
      * bound a victim that never gets there (it dies waiting after init). */
     static const death_point_t deaths[] = {{3000000, 1}, {3000000, 4}, {3000000, 6},
