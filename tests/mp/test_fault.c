@@ -13,6 +13,9 @@
  * Both run with allreduce, alltoall and a broadcast rooted at the failing
  * rank (collectives in which every survivor depends on that rank, so every
  * survivor must notice), on a small and a large count.
+ * An abort while a stream's call waits for peers and a blocking call on
+ * the same comm waits for that one: both end in errors, before the abort
+ * returns.
  * A broadcast by reference (ccl_mem_alloc buffers, read in place down the
  * chain) loses the rank that passes the root's reference on, mid-call: no
  * survivor may report success with data the root changed after failing.
@@ -304,6 +307,81 @@ static int abort_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
+/* Abort with two calls inside the communicator: rank 0 queues an
+ * allreduce on a host stream that no peer joins (the stream's worker holds
+ * the comm while it waits), a second thread makes a blocking allreduce on
+ * the same comm (it waits for the worker to let go of the comm), and the
+ * main thread aborts. The blocking call must return an error before
+ * ccl_comm_abort returns (after that the comm is freed: ASan catches a
+ * call still inside), and the stream must report an error. */
+typedef struct {
+    ccl_comm_t comm;
+    float *buf;
+    ccl_result_t rc;
+    int returned;
+} blocked_call_t;
+
+static void *blocked_caller(void *p)
+{
+    blocked_call_t *b = p;
+    b->rc = ccl_allreduce(b->buf, b->buf, 1021, CCL_FLOAT32, CCL_SUM, b->comm, NULL);
+    __atomic_store_n(&b->returned, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static int abort_queued_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    note_shm_before(ctx);
+    ccl_comm_t comm = tst_comm_init(ctx);
+    if (ctx->rank != 0) {
+        tst_barrier(ctx); /* rank 0 is done with its comm */
+        abort_broken(ctx, comm, "abort with a queued and a blocked call");
+        check_shm_clean(ctx, "abort with a queued and a blocked call");
+        return 0;
+    }
+    static float queued[1021], blocked[1021];
+    ccl_stream_t stream = NULL;
+    tst_set_case(ctx, "abort with a queued and a blocked call: queue");
+    TST_CCL(ctx, comm, ccl_stream_create(&stream));
+    TST_CCL(ctx, comm, ccl_allreduce(queued, queued, 1021, CCL_FLOAT32, CCL_SUM, comm, stream));
+    usleep(100000); /* the worker is inside the call, waiting for peers */
+    if (ccl_stream_query(stream) != CCL_IN_PROGRESS)
+        tst_fail(ctx, "an allreduce no peer joined is not in progress");
+    blocked_call_t b = {.comm = comm, .buf = blocked, .rc = CCL_SUCCESS};
+    pthread_t th;
+    if (pthread_create(&th, NULL, blocked_caller, &b) != 0)
+        tst_fatal(ctx, "pthread_create failed");
+    usleep(200000); /* the second call waits for the comm */
+    tst_set_case(ctx, "abort with a queued and a blocked call: ccl_comm_abort");
+    if (__atomic_load_n(&b.returned, __ATOMIC_ACQUIRE))
+        tst_fail(ctx, "the blocking call returned (%s) before the abort", ccl_get_error_string(b.rc));
+    double t0 = tst_now();
+    ccl_result_t rc = ccl_comm_abort(comm);
+    double dt = tst_now() - t0;
+    int returned = __atomic_load_n(&b.returned, __ATOMIC_ACQUIRE);
+    if (rc != CCL_SUCCESS)
+        tst_fail(ctx, "ccl_comm_abort returned %s", ccl_get_error_string(rc));
+    if (!returned)
+        tst_fail(ctx, "ccl_comm_abort returned while a blocking call was still inside the comm");
+    if (dt > ABORT_UNBLOCK_S * tst_timeout(100) / 100.0)
+        tst_fail(ctx, "ccl_comm_abort took %.2f s", dt);
+    pthread_join(th, NULL);
+    if (b.rc == CCL_SUCCESS)
+        tst_fail(ctx, "the blocking call waiting for the comm succeeded across an abort");
+    tst_set_case(ctx, "abort with a queued and a blocked call: the stream");
+    rc = ccl_stream_synchronize(stream);
+    if (rc == CCL_SUCCESS)
+        tst_fail(ctx, "the stream's allreduce succeeded across an abort");
+    printf("  abort with a queued and a blocked call: abort %.2f s, blocking call %s, stream %s\n", dt,
+           ccl_get_error_string(b.rc), ccl_get_error_string(rc));
+    fflush(stdout);
+    TST_CCL(ctx, NULL, ccl_stream_destroy(stream));
+    tst_barrier(ctx);
+    check_shm_clean(ctx, "abort with a queued and a blocked call");
+    return 0;
+}
+
 /* A broadcast on ccl_mem_alloc buffers goes by reference: the root's
  * whole-step reference, passed down the chain 0 -> 1 -> 2 -> 3, so ranks 2
  * and 3 read the root's buffer in place. CCL_FAULT kills rank 1 inside the
@@ -394,6 +472,8 @@ int main(int argc, char **argv)
             failed += tst_run_ranks("fault-abort", 3, 90, abort_body, NULL) != 0;
         }
     }
+    printf("abort with a call queued on a stream and a blocking call waiting for the comm:\n");
+    failed += tst_run_ranks("fault-abort-queued", 2, 90, abort_queued_body, NULL) != 0;
     failed += run_forward_death(argv[0]);
     /* Death at several points of the shared-memory setup. The delays only
      * bound a victim that never gets there (it dies waiting after init). */
