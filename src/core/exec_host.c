@@ -332,6 +332,47 @@ static ccl_result_t exec_ref_owner(const struct ccl_comm *comm, int from, const 
     return err_set(CCL_ERR_REMOTE, "rank %d sent a reference to pid %d, which is no rank of its host", from, (int)ref->pid);
 }
 
+/* An incoming reference: points *in at the slice's bytes (the slice at
+ * `whole_off` of a whole-step reference, or the slice itself when
+ * whole_off is SIZE_MAX), in the owner's buffer or copied to scratch. */
+static ccl_result_t exec_read_ref(exec_ctx_t *x, const sched_step_t *st, const shm_ref_t *ref, size_t whole_off,
+                                  size_t nbytes, const void **in)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    struct ccl_comm *comm = x->comm;
+    shm_ref_t part = *ref;
+    if (whole_off == SIZE_MAX && ref->len != nbytes)
+        CCL_FAIL(CCL_ERR_REMOTE, "rank %d sent a %llu-byte reference where %zu bytes were due", st->recv_peer,
+                 (unsigned long long)ref->len, nbytes);
+    if (whole_off != SIZE_MAX) {
+        part.offset += whole_off;
+        part.vaddr += whole_off;
+        part.len = nbytes;
+    }
+    pid_t owner = 0;
+    CCL_TRY(exec_ref_owner(comm, st->recv_peer, ref, &owner));
+    CCL_TRY(shm_peer_read(&comm->peer_maps, owner, &part, x->scratch, in));
+out:
+    return res;
+}
+
+/* Posts a reference to `len` bytes of our registered send or receive
+ * buffer at `data` (the slot's length is the slice's, `nbytes`). */
+static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_send, const char *data, size_t len,
+                          size_t nbytes)
+{
+    const coll_args_t *a = x->args;
+    if (x->stream_out)
+        dev_copy_fence(); /* streamed stores visible before the peer reads them */
+    const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
+    const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
+    shm_ref_t mine = {SHM_REF_MAGIC, (int32_t)x->comm->bs.peers[x->comm->rank].pid, buf->fd, buf->id, buf->alloc_len,
+                      buf->offset + (uint64_t)(data - base), len, (uint64_t)(uintptr_t)data};
+    memcpy(slot, &mine, sizeof mine);
+    shm_send_post(sc, SHM_SLOT_REF, nbytes);
+    x->sent_refs = 1;
+}
+
 /* Slice `k` of one step: 1 when it ran, 0 when a connection is not ready
  * (nothing changed), -1 on error (message set). */
 static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
@@ -396,20 +437,8 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     if (rc && !whole_in && shm_recv_len(rc) != nbytes)
         CCL_FAIL(CCL_ERR_MISMATCH, "rank %d sent %zu bytes where this rank expected %zu: "
                  "the ranks called different collectives or counts", st->recv_peer, shm_recv_len(rc), nbytes);
-    if (ref_in) {
-        if (!whole_in && ref.len != nbytes)
-            CCL_FAIL(CCL_ERR_REMOTE, "rank %d sent a %llu-byte reference where %zu bytes were due",
-                     st->recv_peer, (unsigned long long)ref.len, nbytes);
-        shm_ref_t part = ref;
-        if (whole_in) {
-            part.offset += off;
-            part.vaddr += off;
-            part.len = nbytes;
-        }
-        pid_t owner = 0;
-        CCL_TRY(exec_ref_owner(comm, st->recv_peer, &ref, &owner));
-        CCL_TRY(shm_peer_read(&comm->peer_maps, owner, &part, x->scratch, &in));
-    }
+    if (ref_in)
+        CCL_TRY(exec_read_ref(x, st, &ref, whole_in ? off : SIZE_MAX, nbytes, &in));
     /* The outgoing data lies in a user buffer for SEND (src) and for the
      * steps that also keep what they send (dst); only there can it go by
      * reference: to a local peer if the buffer is registered (it maps it),
@@ -433,8 +462,8 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
          * (the one that died may be further up the chain). */
         if (whole_in) {
             int forwarded = ref.pid != comm->bs.peers[st->recv_peer].pid;
-            CCL_TRY(exec_local_failure(comm, forwarded ? 0 : st->recv_peer,
-                                       forwarded ? comm->nranks - 1 : st->recv_peer, 1, "read a peer's buffer in place"));
+            CCL_TRY(exec_local_failure(comm, forwarded ? 0 : st->recv_peer, forwarded ? comm->nranks - 1 : st->recv_peer,
+                                       1, "read a peer's buffer in place"));
         }
         if (forward)
             rc->held = st->send_peer + 1; /* consumed by exec_drain, after our forwarded copy */
@@ -446,16 +475,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         shm_send_post(sc, SHM_SLOT_REF, nbytes);
         x->sent_refs = 1;
     } else if (sc && by_ref) {
-        if (x->stream_out)
-            dev_copy_fence(); /* streamed stores visible before the peer reads them */
-        const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
-        const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
-        shm_ref_t mine = {SHM_REF_MAGIC, (int32_t)comm->bs.peers[comm->rank].pid, buf->fd, buf->id, buf->alloc_len,
-                          buf->offset + (uint64_t)(ref_data - base), whole_out ? total : nbytes,
-                          (uint64_t)(uintptr_t)ref_data};
-        memcpy(out, &mine, sizeof mine);
-        shm_send_post(sc, SHM_SLOT_REF, nbytes);
-        x->sent_refs = 1;
+        exec_post_ref(x, sc, out, from_send, ref_data, whole_out ? total : nbytes, nbytes);
     } else if (sc) {
         shm_send_post(sc, SHM_SLOT_DATA, nbytes);
     }
