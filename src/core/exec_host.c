@@ -311,25 +311,45 @@ static int exec_sends_whole(const exec_ctx_t *x, const sched_step_t *st, const s
 static int exec_may_forward(const exec_ctx_t *x, const sched_step_t *st, const shm_conn_t *sc)
 {
     return x->args->coll == SCHED_BROADCAST && st->action == SCHED_RECV_COPY_SEND && (st->flags & SCHED_SOLE_SEND) &&
-           x->sole_call && sc && !sc->via_net;
+           x->sole_call && sc && !sc->via_net && x->comm->board.hdr; /* readers check the root there */
 }
 
-/* The process whose buffer a reference names: the sender, or for a
+/* The rank whose buffer a reference names: the sender, or for a
  * forwarded reference another rank of this host. Only ranks of this
  * communicator qualify. */
-static ccl_result_t exec_ref_owner(const struct ccl_comm *comm, int from, const shm_ref_t *ref, pid_t *owner)
+static ccl_result_t exec_ref_owner(const struct ccl_comm *comm, int from, const shm_ref_t *ref, int *owner)
 {
     const bs_peer_t *sender = &comm->bs.peers[from];
     if (ref->pid == sender->pid) {
-        *owner = (pid_t)ref->pid;
+        *owner = from;
         return CCL_SUCCESS;
     }
     for (int p = 0; p < comm->nranks; p++)
         if (comm->bs.peers[p].pid == ref->pid && comm->bs.peers[p].hostid == sender->hostid) {
-            *owner = (pid_t)ref->pid;
+            *owner = p;
             return CCL_SUCCESS;
         }
     return err_set(CCL_ERR_REMOTE, "rank %d sent a reference to pid %d, which is no rank of its host", from, (int)ref->pid);
+}
+
+/* Before a reader lets go of a whole-step reference: the owner stays in
+ * its call until then, unless it failed or aborted (a rank down a
+ * forwarded reference's chain died, and its drain gave up), and then it may
+ * already reuse the buffer we read. Every failing rank poisons its
+ * connections and its board entry before it returns. Only the owner
+ * counts: other ranks may finish, abort or exit meanwhile without harm. */
+static ccl_result_t exec_owner_check(struct ccl_comm *comm, int owner)
+{
+    char why[1024];
+    if (atomic_load(&comm->aborted))
+        return err_set(CCL_ERR_ABORTED, "communicator aborted while we read rank %d's buffer in place", owner);
+    if (shm_conn_poison_why(&comm->recv_conns[owner], why, sizeof why) ||
+        shm_conn_poison_why(&comm->send_conns[owner], why, sizeof why))
+        return err_set(CCL_ERR_REMOTE, "%s", why);
+    if (shm_board_rank_failed(&comm->board, owner))
+        return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s), whose buffer we read in place, failed", owner,
+                       (int)comm->bs.peers[owner].pid, comm->bs.peers[owner].hostname);
+    return CCL_SUCCESS;
 }
 
 /* An incoming reference: points *in at the slice's bytes (the slice at
@@ -349,9 +369,9 @@ static ccl_result_t exec_read_ref(exec_ctx_t *x, const sched_step_t *st, const s
         part.vaddr += whole_off;
         part.len = nbytes;
     }
-    pid_t owner = 0;
+    int owner = 0;
     CCL_TRY(exec_ref_owner(comm, st->recv_peer, ref, &owner));
-    CCL_TRY(shm_peer_read(&comm->peer_maps, owner, &part, x->scratch, in));
+    CCL_TRY(shm_peer_read(&comm->peer_maps, (pid_t)comm->bs.peers[owner].pid, &part, x->scratch, in));
 out:
     return res;
 }
@@ -455,15 +475,10 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
                  (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
     exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc && (!whole_in || off + nbytes == total)) {
-        /* The owner stays in its call until this slot is consumed, unless
-         * it failed, or a rank on the way of a forwarded reference died
-         * and the owner's drain gave up: then what we read may have changed
-         * under us. A forwarded reference makes every local rank suspect
-         * (the one that died may be further up the chain). */
         if (whole_in) {
-            int forwarded = ref.pid != comm->bs.peers[st->recv_peer].pid;
-            CCL_TRY(exec_local_failure(comm, forwarded ? 0 : st->recv_peer, forwarded ? comm->nranks - 1 : st->recv_peer,
-                                       1, "read a peer's buffer in place"));
+            int owner = 0;
+            CCL_TRY(exec_ref_owner(comm, st->recv_peer, &ref, &owner));
+            CCL_TRY(exec_owner_check(comm, owner));
         }
         if (forward)
             rc->held = st->send_peer + 1; /* consumed by exec_drain, after our forwarded copy */

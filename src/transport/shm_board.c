@@ -42,7 +42,7 @@ _Static_assert(sizeof(struct board_post) == 64, "a post is one cache line");
 
 typedef struct {
     _Atomic uint32_t released; /* last call this rank is done reading */
-    uint32_t pad0;
+    _Atomic uint32_t failed;   /* this rank failed or aborted (shm_board_poison) */
     _Atomic uint64_t entered;  /* collectives entered (shm_board_enter), on any path */
     char pad[64 - 16];
 } board_rank_t;
@@ -161,12 +161,18 @@ void shm_board_poison(shm_board_t *b)
 {
     if (!b->hdr)
         return;
+    atomic_store(&b->hdr->rank[b->rank].failed, 1);
     atomic_store(&b->hdr->poisoned, 1);
     for (int q = 0; q < b->nranks; q++) {
         for (uint32_t k = 0; k < BOARD_POSTS; k++)
             wait_wake(&board_post(b, k, q)->published, &b->hdr->sleep[q].post_waiters);
         wait_wake(&b->hdr->rank[q].released, &b->hdr->sleep[q].release_waiters);
     }
+}
+
+int shm_board_rank_failed(const shm_board_t *b, int q)
+{
+    return b->hdr && q >= 0 && q < b->nranks && atomic_load(&b->hdr->rank[q].failed);
 }
 
 void shm_board_close(shm_board_t *b)

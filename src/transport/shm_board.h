@@ -52,6 +52,9 @@ ccl_result_t shm_board_create(shm_board_t *b, int nranks, size_t slot_bytes, con
 ccl_result_t shm_board_open(shm_board_t *b, const char *name, int nranks, int rank);
 void shm_board_close(shm_board_t *b);
 void shm_board_poison(shm_board_t *b);
+/* Whether board rank q poisoned the board (it failed, or aborted): unlike
+ * the board-wide flag, which any rank's teardown abort also sets. */
+int shm_board_rank_failed(const shm_board_t *b, int q);
 
 /* Whom a rank waits for before it reads the bank: everyone (allreduce,
  * allgather, ...; the root of reduce and gather), the root (the others of

@@ -80,6 +80,14 @@ void tst_sigkill_self(tst_ctx_t *ctx)
         kill(getpid(), SIGKILL);
 }
 
+void tst_note_killed(tst_ctx_t *ctx, int rank)
+{
+    tst_shared_t *sh = ctx->sh;
+    if (__atomic_exchange_n(&sh->sigkilled[rank], 1, __ATOMIC_ACQ_REL))
+        return;
+    __atomic_add_fetch(&sh->nsigkilled, 1, __ATOMIC_ACQ_REL);
+}
+
 void tst_share_id(tst_ctx_t *ctx, ccl_unique_id_t *id)
 {
     tst_shared_t *sh = ctx->sh;

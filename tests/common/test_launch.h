@@ -57,6 +57,9 @@ void tst_barrier(tst_ctx_t *ctx);
  * this rank's success and later barriers no longer wait for it. Safe to
  * call from any thread of the rank. */
 void tst_sigkill_self(tst_ctx_t *ctx) __attribute__((noreturn));
+/* A rank that something else killed (CCL_FAULT) and that a survivor saw
+ * die: from now on barriers count it out, as after tst_sigkill_self. */
+void tst_note_killed(tst_ctx_t *ctx, int rank);
 /* Rank 0 calls ccl_get_unique_id; everyone returns with the same id. */
 void tst_share_id(tst_ctx_t *ctx, ccl_unique_id_t *id);
 /* Whether a test's scenario `name` runs: every one without arguments, else

@@ -311,19 +311,20 @@ static int abort_body(tst_ctx_t *ctx, void *arg)
  * allreduce on a host stream that no peer joins (the stream's worker holds
  * the comm while it waits), a second thread makes a blocking allreduce on
  * the same comm (it waits for the worker to let go of the comm), and the
- * main thread aborts. The blocking call must return an error before
- * ccl_comm_abort returns (after that the comm is freed: ASan catches a
- * call still inside), and the stream must report an error. */
+ * main thread aborts. Both calls must fail, neither may touch the comm
+ * after ccl_comm_abort freed it (ASan catches that), and the abort must
+ * return promptly. */
 typedef struct {
     ccl_comm_t comm;
     float *buf;
     ccl_result_t rc;
-    int returned;
+    int entering, returned;
 } blocked_call_t;
 
 static void *blocked_caller(void *p)
 {
     blocked_call_t *b = p;
+    __atomic_store_n(&b->entering, 1, __ATOMIC_RELEASE);
     b->rc = ccl_allreduce(b->buf, b->buf, 1021, CCL_FLOAT32, CCL_SUM, b->comm, NULL);
     __atomic_store_n(&b->returned, 1, __ATOMIC_RELEASE);
     return NULL;
@@ -352,6 +353,8 @@ static int abort_queued_body(tst_ctx_t *ctx, void *arg)
     pthread_t th;
     if (pthread_create(&th, NULL, blocked_caller, &b) != 0)
         tst_fatal(ctx, "pthread_create failed");
+    while (!__atomic_load_n(&b.entering, __ATOMIC_ACQUIRE))
+        usleep(1000);
     usleep(200000); /* the second call waits for the comm */
     tst_set_case(ctx, "abort with a queued and a blocked call: ccl_comm_abort");
     if (__atomic_load_n(&b.returned, __ATOMIC_ACQUIRE))
@@ -359,11 +362,11 @@ static int abort_queued_body(tst_ctx_t *ctx, void *arg)
     double t0 = tst_now();
     ccl_result_t rc = ccl_comm_abort(comm);
     double dt = tst_now() - t0;
-    int returned = __atomic_load_n(&b.returned, __ATOMIC_ACQUIRE);
     if (rc != CCL_SUCCESS)
         tst_fail(ctx, "ccl_comm_abort returned %s", ccl_get_error_string(rc));
-    if (!returned)
-        tst_fail(ctx, "ccl_comm_abort returned while a blocking call was still inside the comm");
+    /* (The blocking call may still be on its way out, past its last touch
+     * of the comm: the join below waits for it; ASan catches a touch of
+     * the freed comm.) */
     if (dt > ABORT_UNBLOCK_S * tst_timeout(100) / 100.0)
         tst_fail(ctx, "ccl_comm_abort took %.2f s", dt);
     pthread_join(th, NULL);
@@ -407,6 +410,7 @@ static int forward_death_body(tst_ctx_t *ctx, void *arg)
         if (rc == CCL_SUCCESS)
             tst_fail(ctx, "forwarder death: the root's broadcast succeeded although rank 1 died reading it");
         memset(b.sendp, 0xa5, b.send.bytes);
+        tst_note_killed(ctx, 1); /* the root's call failed on its death */
         printf("  forwarder death, root: %s: %s\n", ccl_get_error_string(rc), ccl_get_last_error(comm));
     } else if (rc == CCL_SUCCESS) {
         if (tst_case_verify(&c, ctx->rank, ctx->nranks, &b, msg, sizeof(msg)))
@@ -420,12 +424,7 @@ static int forward_death_body(tst_ctx_t *ctx, void *arg)
     fflush(stdout);
     tst_case_release(&b);
     abort_broken(ctx, comm, "forwarder death");
-    /* No barrier (check_shm_clean's) with a rank that died unannounced. */
-    char first[512];
-    tst_set_case(ctx, "forwarder death: mapping checks");
-    int own = tst_own_ccl_shm_maps(first, sizeof(first));
-    if (own > 0)
-        tst_fail(ctx, "forwarder death: %d ccl shm mappings remain after the comm was aborted, e.g. %s", own, first);
+    check_shm_clean(ctx, "forwarder death");
     return 0;
 }
 
@@ -440,6 +439,8 @@ static int run_forward_death(const char *self)
     if (pid == 0) {
         setenv("CCL_SINGLE_COPY_THRESHOLD", "1K", 1);
         setenv("CCL_FAULT", "kill:rank=1:op=1:slice=8", 1);
+        setenv("CCL_BUFFSIZE", "1M", 1); /* 128 KiB slots: slice 8 of 33 */
+        setenv("CCL_NSLOTS", "8", 1);
         execl("/proc/self/exe", self, "forward-death", (char *)NULL);
         perror("execl");
         _exit(2);
