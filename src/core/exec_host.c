@@ -297,9 +297,9 @@ static void exec_local_slice(const exec_ctx_t *x, const sched_step_t *st, const 
  * traffic of its connection (one call alone in its run, the schedule's
  * only step to that peer: no other message can queue behind the held
  * slot, and no other call's drain can wait on ours), one reference covers
- * the whole step: the reader
- * keeps it at the head of its FIFO while it reads slice after slice, and
- * consumes it after the last; the owner's drain waits for that. */
+ * the whole step: the reader keeps it at the head of its FIFO while it
+ * reads slice after slice, and consumes it after the last; the owner's
+ * drain waits for that. */
 static int exec_sends_whole(const exec_ctx_t *x, const sched_step_t *st, const shm_conn_t *sc, size_t total)
 {
     return st->action == SCHED_SEND && st->src_buf == SCHED_BUF_SEND && (st->flags & SCHED_SOLE_SEND) &&
@@ -333,9 +333,9 @@ static ccl_result_t exec_ref_owner(const struct ccl_comm *comm, int from, const 
 }
 
 /* Before a reader lets go of a whole-step reference: the owner stays in
- * its call until then, unless it failed or aborted (a rank down a
- * forwarded reference's chain died, and its drain gave up), and then it may
- * already reuse the buffer we read. Every failing rank poisons its
+ * its call until then, unless it failed or aborted (for instance a rank
+ * down a forwarded reference's chain died and the owner's drain gave up);
+ * then it may already reuse the buffer we read. Every failing rank poisons its
  * connections and its board entry before it returns. Only the owner
  * counts: other ranks may finish, abort or exit meanwhile without harm. */
 static ccl_result_t exec_owner_check(struct ccl_comm *comm, int owner)
@@ -354,9 +354,10 @@ static ccl_result_t exec_owner_check(struct ccl_comm *comm, int owner)
 
 /* An incoming reference: points *in at the slice's bytes (the slice at
  * `whole_off` of a whole-step reference, or the slice itself when
- * whole_off is SIZE_MAX), in the owner's buffer or copied to scratch. */
+ * whole_off is SIZE_MAX), in the owner's buffer or copied to scratch, and
+ * says whose buffer that is. */
 static ccl_result_t exec_read_ref(exec_ctx_t *x, const sched_step_t *st, const shm_ref_t *ref, size_t whole_off,
-                                  size_t nbytes, const void **in)
+                                  size_t nbytes, const void **in, int *owner)
 {
     ccl_result_t res = CCL_SUCCESS;
     struct ccl_comm *comm = x->comm;
@@ -369,9 +370,8 @@ static ccl_result_t exec_read_ref(exec_ctx_t *x, const sched_step_t *st, const s
         part.vaddr += whole_off;
         part.len = nbytes;
     }
-    int owner = 0;
-    CCL_TRY(exec_ref_owner(comm, st->recv_peer, ref, &owner));
-    CCL_TRY(shm_peer_read(&comm->peer_maps, (pid_t)comm->bs.peers[owner].pid, &part, x->scratch, in));
+    CCL_TRY(exec_ref_owner(comm, st->recv_peer, ref, owner));
+    CCL_TRY(shm_peer_read(&comm->peer_maps, (pid_t)comm->bs.peers[*owner].pid, &part, x->scratch, in));
 out:
     return res;
 }
@@ -430,7 +430,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     void *out = NULL;
     wait_policy_t now = {NULL, NULL, 0, 0}; /* ready: these return at once */
     shm_ref_t ref;
-    int ref_in = 0, whole_in = 0;
+    int ref_in = 0, whole_in = 0, owner = -1;
     if (rc) {
         CCL_TRY(shm_recv_wait(rc, &now, &in));
         if ((ref_in = shm_recv_is_ref(rc))) {
@@ -458,7 +458,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         CCL_FAIL(CCL_ERR_MISMATCH, "rank %d sent %zu bytes where this rank expected %zu: "
                  "the ranks called different collectives or counts", st->recv_peer, shm_recv_len(rc), nbytes);
     if (ref_in)
-        CCL_TRY(exec_read_ref(x, st, &ref, whole_in ? off : SIZE_MAX, nbytes, &in));
+        CCL_TRY(exec_read_ref(x, st, &ref, whole_in ? off : SIZE_MAX, nbytes, &in, &owner));
     /* The outgoing data lies in a user buffer for SEND (src) and for the
      * steps that also keep what they send (dst); only there can it go by
      * reference: to a local peer if the buffer is registered (it maps it),
@@ -475,11 +475,8 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
                  (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
     exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc && (!whole_in || off + nbytes == total)) {
-        if (whole_in) {
-            int owner = 0;
-            CCL_TRY(exec_ref_owner(comm, st->recv_peer, &ref, &owner));
+        if (whole_in)
             CCL_TRY(exec_owner_check(comm, owner));
-        }
         if (forward)
             rc->held = st->send_peer + 1; /* consumed by exec_drain, after our forwarded copy */
         else
@@ -646,8 +643,7 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
         struct ccl_comm *comm = jobs[j].comm;
         run->job = &jobs[j];
         for (int c = 0; c < jobs[j].ncalls; c++) {
-            exec_ctx_init(&run->ctx[c], comm, &jobs[j].calls[c], (sched_t *)&jobs[j].scheds[c],
-                          single);
+            exec_ctx_init(&run->ctx[c], comm, &jobs[j].calls[c], (sched_t *)&jobs[j].scheds[c], single);
             run->eops[c] = (eng_op_t){.sched = &jobs[j].scheds[c], .elem_size = run->ctx[c].esz};
         }
         /* Every comm in this job list is locked by us: its arena is free. */
