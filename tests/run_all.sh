@@ -183,6 +183,11 @@ done
 # ccl_mem_alloc buffers, single copy from 1 KiB and 4 KiB slots (so 2053
 # elements of every dtype wider than a byte span several; 1021 of 8 bytes).
 run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2" test_colls 3 4
+# The same with the poster of each whole-step reference copying slices of
+# it into its reader's buffer (CCL_COPY_HELP=2: also with more ranks than
+# cores, where it is off by default), from 2 ranks (scatter, gather and
+# broadcast have an idle side there).
+run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_COPY_HELP=2" test_colls 2 3 4
 # Algorithms that only allreduce has (rank counts around powers of two).
 for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
     run_variant "$v" test_allreduce 3 4 5 8

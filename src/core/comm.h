@@ -77,6 +77,7 @@ struct ccl_comm {
     size_t slot_size;        /* agreed by all ranks at init */
     uint32_t nslots;
     int spin, yield;         /* wait policy (us), from the local rank count */
+    int copy_help;           /* CCL_COPY_HELP, settled: we copy part of what peers read from us (shm_help.h) */
     void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
     size_t single_copy_threshold; /* messages this large may go by reference */

@@ -16,12 +16,14 @@
 #include "core/mem.h"
 #include "device/copy.h"
 #include "device/reduce.h"
+#include "transport/shm_help.h"
 
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 /* A pid that is gone, or a zombie whose parent has not reaped it yet. */
@@ -376,21 +378,72 @@ out:
     return res;
 }
 
+/* A reference to `len` bytes at `data` in our registered send or receive
+ * buffer. */
+static shm_ref_t exec_make_ref(const exec_ctx_t *x, int from_send, const char *data, size_t len)
+{
+    const coll_args_t *a = x->args;
+    const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
+    const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
+    shm_ref_t ref = {SHM_REF_MAGIC, (int32_t)x->comm->bs.peers[x->comm->rank].pid, buf->fd, buf->id, buf->alloc_len,
+                     buf->offset + (uint64_t)(data - base), len, (uint64_t)(uintptr_t)data};
+    return ref;
+}
+
 /* Posts a reference to `len` bytes of our registered send or receive
- * buffer at `data` (the slot's length is the slice's, `nbytes`). */
+ * buffer at `data` (the slot's length is the slice's, `nbytes`). A
+ * whole-step one (len > nbytes) carries a help block: we may copy part of
+ * it into the reader's buffer in our drain (exec_help). */
 static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_send, const char *data, size_t len,
                           size_t nbytes)
 {
-    const coll_args_t *a = x->args;
     if (x->stream_out)
         dev_copy_fence(); /* streamed stores visible before the peer reads them */
-    const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
-    const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
-    shm_ref_t mine = {SHM_REF_MAGIC, (int32_t)x->comm->bs.peers[x->comm->rank].pid, buf->fd, buf->id, buf->alloc_len,
-                      buf->offset + (uint64_t)(data - base), len, (uint64_t)(uintptr_t)data};
+    shm_ref_t mine = exec_make_ref(x, from_send, data, len);
     memcpy(slot, &mine, sizeof mine);
+    if (len > nbytes) {
+        shm_help_init(shm_help_of(slot));
+        if (x->comm->copy_help) {
+            sc->lent_pos = sc->pos;
+            sc->lent_src = data;
+            sc->lent_len = len;
+        }
+    }
     shm_send_post(sc, SHM_SLOT_REF, nbytes);
     x->sent_refs = 1;
+}
+
+/* Reader of a whole-step reference, at its first slice: a plain receive
+ * into our registered buffer lets the poster copy slices of it too
+ * (shm_help.h); anything else (forwarding, a buffer peers cannot map)
+ * declines, so that a poster waiting for the answer goes on. */
+static void exec_help_decide(const exec_ctx_t *x, const sched_step_t *st, shm_help_t *help, const char *dst,
+                             size_t total)
+{
+    if (st->action == SCHED_RECV && st->dst_buf == SCHED_BUF_RECV && x->recv_reg) {
+        shm_ref_t mine = exec_make_ref(x, 0, dst, total);
+        shm_help_decide(help, &mine, x->stream_out);
+    } else {
+        shm_help_decide(help, NULL, 0);
+    }
+}
+
+/* Reader, after its last slice: the poster's slices must be in our buffer
+ * before we let go of the reference and return. */
+static ccl_result_t exec_help_wait(exec_ctx_t *x, const sched_step_t *st, shm_help_t *help)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    uint32_t want = shm_help_poster_taken(help);
+    exec_wait_ctx_t ctx = {x->comm, st->recv_peer, "receive from", 0, 0};
+    wait_policy_t pol = {exec_wait_check, &ctx, x->comm->spin, x->comm->yield};
+    for (;;) {
+        uint32_t done = atomic_load_explicit(&help->done, memory_order_acquire);
+        if (done >= want)
+            break;
+        CCL_TRY(wait_change(&help->done, done, &help->done_waiters, &pol));
+    }
+out:
+    return res;
 }
 
 /* Slice `k` of one step: 1 when it ran, 0 when a connection is not ready
@@ -430,7 +483,8 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     void *out = NULL;
     wait_policy_t now = {NULL, NULL, 0, 0}; /* ready: these return at once */
     shm_ref_t ref;
-    int ref_in = 0, whole_in = 0, owner = -1;
+    int ref_in = 0, whole_in = 0, owner = -1, copy = 1;
+    shm_help_t *help = NULL;
     if (rc) {
         CCL_TRY(shm_recv_wait(rc, &now, &in));
         if ((ref_in = shm_recv_is_ref(rc))) {
@@ -438,6 +492,15 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
             /* Longer than a slot: it can only be the whole step's. */
             whole_in = total > comm->slot_size && ref.len == total;
         }
+    }
+    if (whole_in) {
+        help = shm_help_of((void *)in);
+        if (k == 0)
+            exec_help_decide(x, st, help, dst, total);
+        if (atomic_load_explicit(&help->state, memory_order_relaxed) == SHM_HELP_OFFERED)
+            copy = shm_help_reader_claim(help, (uint32_t)k, (uint32_t)sched_step_slices(st, esz, comm->slot_size));
+        else
+            help = NULL;
     }
     /* A broadcast passes the root's whole-step reference on instead of its
      * own copy: every rank then reads the root's buffer, none waits for the
@@ -473,8 +536,11 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     }
     int by_ref = !forward && ref_data && (from_send ? x->send_refs : x->recv_refs) &&
                  (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
-    exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
+    if (copy) /* else the poster copies this slice (shm_help.h) */
+        exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc && (!whole_in || off + nbytes == total)) {
+        if (help)
+            CCL_TRY(exec_help_wait(x, st, help));
         if (whole_in)
             CCL_TRY(exec_owner_check(comm, owner));
         if (forward)
@@ -484,6 +550,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     }
     if (sc && forward) {
         memcpy(out, &ref, sizeof ref);
+        shm_help_init(shm_help_of(out)); /* our reader claims every slice: we do not help */
         shm_send_post(sc, SHM_SLOT_REF, nbytes);
         x->sent_refs = 1;
     } else if (sc && by_ref) {
@@ -551,6 +618,57 @@ static int exec_try(void *p, int op, const sched_step_t *st, size_t slice)
     return rc;
 }
 
+/* Our steps are done but a peer still reads a whole step of our buffer:
+ * once it says where the data goes (its first slice), copy slices from
+ * the back until we meet it (shm_help.h). A buffer we cannot map is left
+ * to the reader. */
+static ccl_result_t exec_help(struct ccl_comm *comm, int p)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    shm_conn_t *sc = &comm->send_conns[p];
+    shm_help_t *help = shm_help_of(shm_slot_at(sc, sc->lent_pos));
+    const char *src = sc->lent_src;
+    size_t total = sc->lent_len, slot = comm->slot_size;
+    sc->lent_len = 0;
+    exec_wait_ctx_t ctx = {comm, p, "send to", 0, 0};
+    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+    while (atomic_load_explicit(&help->state, memory_order_acquire) == SHM_HELP_UNDECIDED)
+        CCL_TRY(wait_change(&help->state, SHM_HELP_UNDECIDED, &help->state_waiters, &pol));
+    if (atomic_load_explicit(&help->state, memory_order_acquire) != SHM_HELP_OFFERED)
+        return CCL_SUCCESS;
+    shm_ref_t dst = help->dst; /* shared memory: read once */
+    int stream = help->stream != 0;
+    if (dst.pid != comm->bs.peers[p].pid || dst.len != total)
+        CCL_FAIL(CCL_ERR_REMOTE, "rank %d offered a %llu-byte destination of pid %d for our %zu-byte step", p,
+                 (unsigned long long)dst.len, (int)dst.pid, total);
+    uint32_t n = (uint32_t)((total + slot - 1) / slot), k;
+    if (!shm_help_poster_claim(help, n, &k))
+        return CCL_SUCCESS; /* the reader took every slice: it may be gone with its buffer already */
+    /* From here the reader waits for our slices, so its buffer stays. */
+    char *base = NULL;
+    if (shm_peer_writable(&comm->peer_maps, (pid_t)dst.pid, &dst, (void **)&base) != CCL_SUCCESS)
+        base = NULL; /* write through the kernel instead */
+    do {
+        size_t off = (size_t)k * slot, len = total - off < slot ? total - off : slot;
+        if (fault_armed)
+            fault_on_slice(comm);
+        if (!base) {
+            struct iovec local = {(void *)(src + off), len}, remote = {(void *)(uintptr_t)(dst.vaddr + off), len};
+            if (process_vm_writev((pid_t)dst.pid, &local, 1, &remote, 1, 0) != (ssize_t)len)
+                CCL_FAIL(CCL_ERR_SYSTEM, "cannot write rank %d's buffer (mapping and process_vm_writev both failed: %s)",
+                         p, strerror(errno));
+        } else if (stream) {
+            dev_copy_stream(base + off, src + off, len);
+            dev_copy_fence();
+        } else {
+            memcpy(base + off, src + off, len);
+        }
+        shm_help_poster_done(help);
+    } while (shm_help_poster_claim(help, n, &k));
+out:
+    return res;
+}
+
 /* Peers may still be reading our buffers through references: a call is
  * complete only when they have consumed every slot we sent. */
 static ccl_result_t exec_drain(exec_run_t *run)
@@ -559,6 +677,14 @@ static ccl_result_t exec_drain(exec_run_t *run)
     int refs = 0;
     for (int c = 0; c < run->job->ncalls; c++)
         refs |= run->ctx[c].sent_refs;
+    /* Help every reader first: each meanwhile copies on its own. */
+    for (int p = 0; refs && p < comm->nranks; p++) {
+        if (!comm->send_conns[p].fifo || !comm->send_conns[p].lent_len)
+            continue;
+        ccl_result_t res = exec_help(comm, p);
+        if (res != CCL_SUCCESS)
+            return res;
+    }
     /* A forwarded reference first: once the rank we passed it to is done
      * with it, the rank that passed it to us may return. */
     for (int p = 0; refs && p < comm->nranks; p++) {
@@ -709,6 +835,13 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
         }
     }
 out:
+    for (int j = 0; res != CCL_SUCCESS && j < njobs; j++) {
+        /* A failed call helps nobody later (exec_help). */
+        struct ccl_comm *comm = jobs[j].comm;
+        for (int p = 0; p < comm->nranks; p++)
+            if (comm->send_conns[p].fifo)
+                comm->send_conns[p].lent_len = 0;
+    }
     for (int j = 0; j < njobs; j++) {
         for (int c = 0; c < jobs[j].ncalls && runs[j].ctx; c++)
             if (runs[j].ctx[c].stream_out) {

@@ -237,7 +237,8 @@ ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, 
     f->slot_size = slot_size;
     f->slots_offset = slots_offset;
     atomic_store(&f->magic, SHM_MAGIC);
-    shm_conn_t view = {f, len, (char *)map + slots_offset, nslots, slot_size, 0, 0, 1, NULL, 0};
+    shm_conn_t view = {.fifo = f, .map_len = len, .slots = (char *)map + slots_offset, .nslots = nslots,
+                       .slot_size = slot_size, .via_net = 1};
     *exec_end = view;
     *proxy_end = view;
     exec_end->is_sender = exec_sends;

@@ -56,6 +56,14 @@ typedef struct {
      * drained, so that the buffer's owner waits for every rank that reads
      * it. */
     int held;
+    /* Sender: a whole-step reference to lent_len bytes of our buffer at
+     * lent_src sits at FIFO position lent_pos, and we may help the reader
+     * copy it (shm_help.h); lent_len 0: none. Kept here, not read back from
+     * the shared slot, so that a peer cannot point us at other memory of
+     * ours. */
+    uint32_t lent_pos;
+    const char *lent_src;
+    size_t lent_len;
 } shm_conn_t;
 
 /* A fresh random segment name: prefix followed by 128 random bits. */

@@ -30,7 +30,8 @@ static void peer_evict_lru(shm_peer_cache_t *c)
 
 /* Maps the peer's memfd after checking, by its name, that the fd still is
  * the buffer the reference names (fd numbers get reused). */
-static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, const shm_peer_map_t **out)
+static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, int writable,
+                             const shm_peer_map_t **out)
 {
     char path[64], link[256], want[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)ref->fd);
@@ -41,7 +42,7 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
     snprintf(want, sizeof want, "ccl-mem-%016llx", (unsigned long long)ref->id);
     if (!strstr(link, want))
         return err_set(CCL_ERR_REMOTE, "peer pid %d fd %d is not buffer %s (it is %s)", (int)pid, (int)ref->fd, want, link);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0)
         return err_set(CCL_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
@@ -55,7 +56,7 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
          * 8 GB/s, for a whole row. Faulting in on first use (16 pages per
          * fault with the kernel's fault-around) costs about as much once
          * and leaves the owner alone. */
-        base = mmap(NULL, ref->alloc_len, PROT_READ, MAP_SHARED, fd, 0);
+        base = mmap(NULL, ref->alloc_len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
     int err = errno;
     close(fd);
     if (base == MAP_FAILED)
@@ -72,20 +73,31 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
         c->maps = m;
         c->cap = cap;
     }
-    c->maps[c->n] = (shm_peer_map_t){pid, ref->id, base, ref->alloc_len, 0};
+    c->maps[c->n] = (shm_peer_map_t){pid, ref->id, base, ref->alloc_len, 0, writable};
     *out = &c->maps[c->n++];
     return CCL_SUCCESS;
 }
 
+static int peer_ref_ok(const shm_ref_t *ref)
+{
+    return ref->magic == SHM_REF_MAGIC && ref->offset <= ref->alloc_len && ref->len <= ref->alloc_len - ref->offset;
+}
+
+/* A cached mapping of the buffer (a writable one when asked), or NULL. */
+static const shm_peer_map_t *peer_find(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, int writable)
+{
+    for (int i = 0; i < c->n; i++)
+        if (c->maps[i].pid == pid && c->maps[i].id == ref->id && (c->maps[i].writable || !writable))
+            return &c->maps[i];
+    return NULL;
+}
+
 ccl_result_t shm_peer_read(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, void *bounce, const void **data)
 {
-    if (ref->magic != SHM_REF_MAGIC || ref->offset > ref->alloc_len || ref->len > ref->alloc_len - ref->offset)
+    if (!peer_ref_ok(ref))
         return err_set(CCL_ERR_REMOTE, "malformed single-copy reference from pid %d", (int)pid);
-    const shm_peer_map_t *m = NULL;
-    for (int i = 0; i < c->n && !m; i++)
-        if (c->maps[i].pid == pid && c->maps[i].id == ref->id)
-            m = &c->maps[i];
-    if (!m && peer_map(c, pid, ref, &m) != CCL_SUCCESS) {
+    const shm_peer_map_t *m = peer_find(c, pid, ref, 0);
+    if (!m && peer_map(c, pid, ref, 0, &m) != CCL_SUCCESS) {
         /* Mapping refused (e.g. a hardened /proc): copy through the kernel. */
         struct iovec local = {bounce, ref->len}, remote = {(void *)(uintptr_t)ref->vaddr, ref->len};
         ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
@@ -97,6 +109,21 @@ ccl_result_t shm_peer_read(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref,
     }
     ((shm_peer_map_t *)m)->last_use = ++c->clock;
     *data = m->base + ref->offset;
+    return CCL_SUCCESS;
+}
+
+ccl_result_t shm_peer_writable(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, void **data)
+{
+    if (!peer_ref_ok(ref))
+        return err_set(CCL_ERR_REMOTE, "malformed single-copy reference from pid %d", (int)pid);
+    const shm_peer_map_t *m = peer_find(c, pid, ref, 1);
+    if (!m) {
+        ccl_result_t res = peer_map(c, pid, ref, 1, &m);
+        if (res != CCL_SUCCESS)
+            return res;
+    }
+    ((shm_peer_map_t *)m)->last_use = ++c->clock;
+    *data = (char *)m->base + ref->offset;
     return CCL_SUCCESS;
 }
 

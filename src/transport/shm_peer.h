@@ -6,7 +6,8 @@
  * The receiver maps that buffer once (through /proc/<pid>/fd, checked against
  * the id in the memfd's name) and reads it directly; mappings are cached per
  * communicator. Where mapping is refused, process_vm_readv copies from the
- * virtual address instead.
+ * virtual address instead. A rank that helps a reader copy maps the
+ * reader's destination buffer writable the same way (shm_help.h).
  */
 #ifndef CCL_TRANSPORT_SHM_PEER_H
 #define CCL_TRANSPORT_SHM_PEER_H
@@ -37,6 +38,7 @@ typedef struct {
     const char *base;
     size_t len;
     uint64_t last_use;
+    int writable;
 } shm_peer_map_t;
 
 typedef struct {
@@ -49,6 +51,10 @@ typedef struct {
  * copies them to `bounce` (process_vm_readv) and returns bounce. */
 ccl_result_t shm_peer_read(shm_peer_cache_t *cache, pid_t pid, const shm_ref_t *ref, void *bounce,
                            const void **data);
+/* A writable pointer to ref->len bytes of the peer's buffer (a peer
+ * that offered us its destination to fill, shm_help.h); an error where it
+ * cannot be mapped: there is no fallback, the caller just does not help. */
+ccl_result_t shm_peer_writable(shm_peer_cache_t *cache, pid_t pid, const shm_ref_t *ref, void **data);
 void shm_peer_cache_close(shm_peer_cache_t *cache);
 
 #endif

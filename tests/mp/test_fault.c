@@ -428,25 +428,83 @@ static int forward_death_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
-/* ccl reads CCL_* once per process, so the scenario that needs its own
- * (single copy from 1 KiB, the kill) runs in a fresh process:
- * `test_fault forward-death` with that environment. */
-static int run_forward_death(const char *self)
+/* A 2-rank gather on ccl_mem_alloc buffers: the root reads rank 1's
+ * whole-step reference from the front while rank 1, its own step done,
+ * copies slices from the back into the root's buffer (CCL_COPY_HELP).
+ * CCL_FAULT kills rank 1 at its first such slice (its step is 257 slices
+ * of 128 KiB: the root, copying from the front, is far from done). The
+ * root must fail, not return with the slices rank 1 claimed unwritten,
+ * nor wait for them forever. */
+static int helper_death_body(tst_ctx_t *ctx, void *arg)
 {
-    printf("broadcast by reference, the rank passing it on dies:\n");
+    (void)arg;
+    note_shm_before(ctx);
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_case_t c = {.coll = TST_GATHER, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)8 << 20) + 3,
+                    .seed = tst_case_seed(base_seed, 2, 0, 31, 31), .root = 0};
+    tst_bufs_t b;
+    tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
+    tst_set_case(ctx, "helper death: gather by reference, the sender copying too");
+    double t0 = tst_now();
+    ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL); /* rank 1 dies in here */
+    double dt = tst_now() - t0;
+    if (ctx->rank == 0) {
+        if (rc == CCL_SUCCESS)
+            tst_fail(ctx, "helper death: the root's gather succeeded although rank 1 died copying into it");
+        tst_note_killed(ctx, 1);
+        printf("  helper death, root after %.2f s: %s: %s\n", dt, ccl_get_error_string(rc), ccl_get_last_error(comm));
+    } else {
+        tst_fail(ctx, "helper death: rank 1 returned (%s) instead of being killed at its first helped slice: "
+                 "it never helped", ccl_get_error_string(rc));
+    }
     fflush(stdout);
+    tst_case_release(&b);
+    abort_broken(ctx, comm, "helper death");
+    check_shm_clean(ctx, "helper death");
+    return 0;
+}
+
+/* ccl reads CCL_* once per process, so scenarios that need their own
+ * (single copy from 1 KiB, the kill) run in a fresh process:
+ * `test_fault <scenario>` with that environment (NAME=value words). */
+static int run_reexec(const char *self, const char *scenario, const char *const *env)
+{
     pid_t pid = fork();
     if (pid == 0) {
-        setenv("CCL_SINGLE_COPY_THRESHOLD", "1K", 1);
-        setenv("CCL_FAULT", "kill:rank=1:op=1:slice=8", 1);
-        setenv("CCL_BUFFSIZE", "1M", 1); /* 128 KiB slots: slice 8 of 33 */
-        setenv("CCL_NSLOTS", "8", 1);
-        execl("/proc/self/exe", self, "forward-death", (char *)NULL);
+        for (int i = 0; env[i]; i++) {
+            char kv[256];
+            snprintf(kv, sizeof kv, "%s", env[i]);
+            char *eq = strchr(kv, '=');
+            *eq = '\0';
+            setenv(kv, eq + 1, 1);
+        }
+        execl("/proc/self/exe", self, scenario, (char *)NULL);
         perror("execl");
         _exit(2);
     }
     int status = 0;
     return pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+static int run_forward_death(const char *self)
+{
+    printf("broadcast by reference, the rank passing it on dies:\n");
+    fflush(stdout);
+    static const char *const env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_FAULT=kill:rank=1:op=1:slice=8",
+                                      "CCL_BUFFSIZE=1M", /* 128 KiB slots: slice 8 of 33 */
+                                      "CCL_NSLOTS=8", NULL};
+    return run_reexec(self, "forward-death", env);
+}
+
+static int run_helper_death(const char *self)
+{
+    printf("gather by reference, the sender dies while it copies part of it into the root's buffer:\n");
+    fflush(stdout);
+    static const char *const env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
+                                      /* 257 slices of its step, then the first one it helps with */
+                                      "CCL_FAULT=kill:rank=1:op=1:slice=258", "CCL_BUFFSIZE=1M", "CCL_NSLOTS=8",
+                                      NULL};
+    return run_reexec(self, "helper-death", env);
 }
 
 int main(int argc, char **argv)
@@ -457,6 +515,12 @@ int main(int argc, char **argv)
         base_seed = tst_seed("test_fault");
         tst_sigkill_ok_rank = 1;
         return tst_run_ranks("fault-forward-death", 4, 90, forward_death_body, NULL) != 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "helper-death") == 0) {
+        setenv("CCL_TIMEOUT", "30", 0);
+        base_seed = tst_seed("test_fault");
+        tst_sigkill_ok_rank = 1;
+        return tst_run_ranks("fault-helper-death", 2, 90, helper_death_body, NULL) != 0;
     }
     /* Bounds the wait of a library that only notices by timing out. */
     setenv("CCL_TIMEOUT", "30", 0);
@@ -476,6 +540,7 @@ int main(int argc, char **argv)
     printf("abort with a call queued on a stream and a blocking call waiting for the comm:\n");
     failed += tst_run_ranks("fault-abort-queued", 2, 90, abort_queued_body, NULL) != 0;
     failed += run_forward_death(argv[0]);
+    failed += run_helper_death(argv[0]);
     /* Death at several points of the shared-memory setup. The delays only
      * bound a victim that never gets there (it dies waiting after init). */
     static const death_point_t deaths[] = {{3000000, 1}, {3000000, 4}, {3000000, 6},
