@@ -20,12 +20,17 @@
 # load from other users of the machine spreads over all columns instead of
 # landing on one; the median then drops the odd disturbed run.
 #
-# usage: perf/compare.sh [-r R] [-q] [-C COLLS] [-o FILE] [-k DIR | -R DIR]
+# usage: perf/compare.sh [-r R] [-q] [-I] [-C COLLS] [-o FILE] [-k DIR | -R DIR]
 #   -r R     repetitions per configuration, median reported (default 3)
 #   -C COLLS comma-separated collectives (allreduce allgather reduce_scatter
 #            broadcast reduce alltoall gather scatter sendrecv) in place of
 #            the default sections
 #   -q       quick smoke test: fewer sizes and iterations
+#   -I       compare the in-place columns instead of the out-of-place ones.
+#            For broadcast this is the like-for-like comparison: MPI_Bcast has
+#            one buffer (mpi-bench's "out of place" only lets the root send
+#            from another buffer), while ccl's out-of-place broadcast, as
+#            NCCL's, also copies the root's send buffer to its receive buffer
 #   -o FILE  also write the markdown report to FILE
 #   -k DIR   keep every raw benchmark output in DIR
 #   -R DIR   run nothing: report again from the raw output a -k run kept in
@@ -64,11 +69,13 @@ OUTFILE=
 KEEP=
 REREPORT=
 COLLS=
+INPLACE=0
 usage() { sed -n '/^# usage:/,/^# *RUN_TIMEOUT/s/^# \{0,1\}//p' "$0"; }
-while getopts "r:qo:k:R:C:h" opt; do
+while getopts "r:qIo:k:R:C:h" opt; do
     case $opt in
     r) R=$OPTARG ;;
     q) QUICK=1 ;;
+    I) INPLACE=1 ;;
     o) OUTFILE=$OPTARG ;;
     k) KEEP=$OPTARG ;;
     R) REREPORT=$OPTARG ;;
@@ -213,11 +220,14 @@ FAILED=0
 # row appended to $WORK/rows: "tag-prefix size time_us busbw wrong wall_s".
 # Appends the result rows of one benchmark output to $WORK/rows.
 add_rows() { # tag output-file t0 t1
-    awk -v tag="$1" -v t0="$3" -v t1="$4" '
+    awk -v tag="$1" -v t0="$3" -v t1="$4" -v inplace="$INPLACE" '
         # nccl-tests row: size count type redop root, then time algbw busbw
-        # #wrong for out-of-place; only out-of-place is compared.
-        $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 9 {
-            print tag, $1, $6, $8, $9, t1 - t0; n++
+        # #wrong for out-of-place, then the same four for in-place; one of
+        # the two is compared (-I).
+        $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= (inplace ? 13 : 9) {
+            if (inplace) print tag, $1, $10, $12, $13, t1 - t0
+            else print tag, $1, $6, $8, $9, t1 - t0
+            n++
         }
         END { if (!n) { print "compare.sh: no result rows in " FILENAME > "/dev/stderr"; exit 1 } }
     ' "$2" >>"$WORK/rows" || FAILED=1
@@ -324,7 +334,7 @@ report() {
     echo "ompi = Open MPI (pml ob1, btl self,$SM_BTL) through mpi-bench on malloc'd buffers;"
     echo "ompi+huge = the same with GLIBC_TUNABLES=$HUGETLB (malloc asks for transparent huge pages)."
     echo "Time per call: $(awk -v a="$AVERAGE" 'BEGIN { split("rank 0|mean|min|max", n, "|"); print n[a + 1] }') over ranks (-a $AVERAGE)."
-    echo "busbw in GB/s (nccl-tests convention), times in us, out-of-place. Ratios, from the times:"
+    echo "busbw in GB/s (nccl-tests convention), times in us, $([ "$INPLACE" = 1 ] && echo in-place || echo out-of-place). Ratios, from the times:"
     echo "busbw ccl / best ompi (above 1: ccl faster), time ccl / best ompi (below 1: ccl faster)."
     if [ "$BLOCKING" = 1 ]; then
         echo "ccl = ccl-perf's default (-z 0: a row's calls are queued on a ccl stream, then synchronized);"
