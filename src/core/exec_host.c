@@ -22,8 +22,8 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 /* A pid that is gone, or a zombie whose parent has not reaped it yet. */
@@ -181,6 +181,7 @@ typedef struct {
     mem_ref_t send_ref, recv_ref;
     int sent_refs;   /* the call must drain its sends before returning */
     int sole_call;   /* the only call of the run: its steps alone use their connections */
+    const sched_t *sched;
     ccl_result_t res; /* why a slice failed */
 } exec_ctx_t;
 
@@ -416,13 +417,19 @@ static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_se
 /* Reader of a whole-step reference, at its first slice: a plain receive
  * into our registered buffer lets the poster copy slices of it too
  * (shm_help.h); anything else (forwarding, a buffer peers cannot map)
- * declines, so that a poster waiting for the answer goes on. */
-static void exec_help_decide(const exec_ctx_t *x, const sched_step_t *st, shm_help_t *help, const char *dst,
-                             size_t total)
+ * declines, so that a poster waiting for the answer goes on. The engine
+ * counts a slice the poster took as done when we pass it, before its
+ * bytes are there: only a step that no later step reads after (the
+ * schedule's last, or any of one whose steps are independent) may
+ * offer. */
+static void exec_help_decide(const exec_ctx_t *x, const sched_step_t *st, shm_conn_t *rc, shm_help_t *help,
+                             const char *dst, size_t total)
 {
-    if (st->action == SCHED_RECV && st->dst_buf == SCHED_BUF_RECV && x->recv_reg) {
+    int last = st == &x->sched->steps[x->sched->nsteps - 1] || x->sched->steps_independent;
+    if (st->action == SCHED_RECV && st->dst_buf == SCHED_BUF_RECV && x->recv_reg && last) {
         shm_ref_t mine = exec_make_ref(x, 0, dst, total);
         shm_help_decide(help, &mine, x->stream_out);
+        rc->help_slices = (uint32_t)sched_step_slices(st, x->esz, x->comm->slot_size);
     } else {
         shm_help_decide(help, NULL, 0);
     }
@@ -430,7 +437,7 @@ static void exec_help_decide(const exec_ctx_t *x, const sched_step_t *st, shm_he
 
 /* Reader, after its last slice: the poster's slices must be in our buffer
  * before we let go of the reference and return. */
-static ccl_result_t exec_help_wait(exec_ctx_t *x, const sched_step_t *st, shm_help_t *help)
+static ccl_result_t exec_help_wait(exec_ctx_t *x, const sched_step_t *st, shm_conn_t *rc, shm_help_t *help)
 {
     ccl_result_t res = CCL_SUCCESS;
     uint32_t want = shm_help_poster_taken(help);
@@ -442,8 +449,29 @@ static ccl_result_t exec_help_wait(exec_ctx_t *x, const sched_step_t *st, shm_he
             break;
         CCL_TRY(wait_change(&help->done, done, &help->done_waiters, &pol));
     }
+    rc->help_slices = 0;
 out:
     return res;
+}
+
+/* Our call failed while a poster may still copy into our buffer: take the
+ * slices left so that it claims no more, and let it finish the one it is
+ * in (a poster that died or stopped is not waited for: a few seconds at
+ * most), so that nothing writes into the buffer once we return. */
+static void exec_help_abandon(struct ccl_comm *comm, int peer)
+{
+    shm_conn_t *rc = &comm->recv_conns[peer];
+    shm_help_t *help = shm_help_of(shm_slot_at(rc, rc->pos));
+    uint32_t want = shm_help_close(help, rc->help_slices);
+    rc->help_slices = 0;
+    uint64_t start = wait_now_ns();
+    while (atomic_load_explicit(&help->done, memory_order_acquire) < want) {
+        if (wait_now_ns() - start > 3000000000ull || exec_pid_dead((pid_t)comm->bs.peers[peer].pid)) {
+            LOG_WARN(SUB_COLL, "rank %d did not finish copying into our buffer after our call failed", peer);
+            break;
+        }
+        sched_yield();
+    }
 }
 
 /* Slice `k` of one step: 1 when it ran, 0 when a connection is not ready
@@ -496,7 +524,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     if (whole_in) {
         help = shm_help_of((void *)in);
         if (k == 0)
-            exec_help_decide(x, st, help, dst, total);
+            exec_help_decide(x, st, rc, help, dst, total);
         if (atomic_load_explicit(&help->state, memory_order_relaxed) == SHM_HELP_OFFERED)
             copy = shm_help_reader_claim(help, (uint32_t)k, (uint32_t)sched_step_slices(st, esz, comm->slot_size));
         else
@@ -520,7 +548,9 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     if (rc && !whole_in && shm_recv_len(rc) != nbytes)
         CCL_FAIL(CCL_ERR_MISMATCH, "rank %d sent %zu bytes where this rank expected %zu: "
                  "the ranks called different collectives or counts", st->recv_peer, shm_recv_len(rc), nbytes);
-    if (ref_in)
+    if (ref_in && !copy)
+        CCL_TRY(exec_ref_owner(comm, st->recv_peer, &ref, &owner)); /* the poster copies this slice */
+    else if (ref_in)
         CCL_TRY(exec_read_ref(x, st, &ref, whole_in ? off : SIZE_MAX, nbytes, &in, &owner));
     /* The outgoing data lies in a user buffer for SEND (src) and for the
      * steps that also keep what they send (dst); only there can it go by
@@ -540,7 +570,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
     if (rc && (!whole_in || off + nbytes == total)) {
         if (help)
-            CCL_TRY(exec_help_wait(x, st, help));
+            CCL_TRY(exec_help_wait(x, st, rc, help));
         if (whole_in)
             CCL_TRY(exec_owner_check(comm, owner));
         if (forward)
@@ -570,7 +600,8 @@ out:
 static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_t *a, sched_t *sched, int sole_call)
 {
     *x = (exec_ctx_t){.comm = comm, .args = a, .esz = dev_dtype_size(a->dtype), .scratch = comm->scratch,
-                      .premul_buf = (char *)comm->scratch + comm->slot_size, .sole_call = sole_call};
+                      .premul_buf = (char *)comm->scratch + comm->slot_size, .sole_call = sole_call,
+                      .sched = sched};
     size_t send_bytes = a->send_bytes, recv_bytes = a->recv_bytes;
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
     if (sched->no_refs)
@@ -620,8 +651,8 @@ static int exec_try(void *p, int op, const sched_step_t *st, size_t slice)
 
 /* Our steps are done but a peer still reads a whole step of our buffer:
  * once it says where the data goes (its first slice), copy slices from
- * the back until we meet it (shm_help.h). A buffer we cannot map is left
- * to the reader. */
+ * the back until we meet it (shm_help.h). A reader whose call fails takes
+ * the slices left (exec_help_abandon), which ends this loop. */
 static ccl_result_t exec_help(struct ccl_comm *comm, int p)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -642,29 +673,27 @@ static ccl_result_t exec_help(struct ccl_comm *comm, int p)
         CCL_FAIL(CCL_ERR_REMOTE, "rank %d offered a %llu-byte destination of pid %d for our %zu-byte step", p,
                  (unsigned long long)dst.len, (int)dst.pid, total);
     uint32_t n = (uint32_t)((total + slot - 1) / slot), k;
-    if (!shm_help_poster_claim(help, n, &k))
+    uint64_t claims = atomic_load_explicit(&help->claims, memory_order_acquire);
+    if ((claims >> 32) + (uint32_t)claims >= n)
         return CCL_SUCCESS; /* the reader took every slice: it may be gone with its buffer already */
-    /* From here the reader waits for our slices, so its buffer stays. */
-    char *base = NULL;
+    /* Mapped before we claim: a claimed slice must be copied. A buffer
+     * that is gone (the reader finished meanwhile) or cannot be mapped is
+     * left to the reader. */
+    char *base;
     if (shm_peer_writable(&comm->peer_maps, (pid_t)dst.pid, &dst, (void **)&base) != CCL_SUCCESS)
-        base = NULL; /* write through the kernel instead */
-    do {
+        return CCL_SUCCESS;
+    while (shm_help_poster_claim(help, n, &k)) {
         size_t off = (size_t)k * slot, len = total - off < slot ? total - off : slot;
         if (fault_armed)
             fault_on_slice(comm);
-        if (!base) {
-            struct iovec local = {(void *)(src + off), len}, remote = {(void *)(uintptr_t)(dst.vaddr + off), len};
-            if (process_vm_writev((pid_t)dst.pid, &local, 1, &remote, 1, 0) != (ssize_t)len)
-                CCL_FAIL(CCL_ERR_SYSTEM, "cannot write rank %d's buffer (mapping and process_vm_writev both failed: %s)",
-                         p, strerror(errno));
-        } else if (stream) {
+        if (stream) {
             dev_copy_stream(base + off, src + off, len);
             dev_copy_fence();
         } else {
             memcpy(base + off, src + off, len);
         }
         shm_help_poster_done(help);
-    } while (shm_help_poster_claim(help, n, &k));
+    }
 out:
     return res;
 }
@@ -836,11 +865,15 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
     }
 out:
     for (int j = 0; res != CCL_SUCCESS && j < njobs; j++) {
-        /* A failed call helps nobody later (exec_help). */
+        /* A failed call helps nobody later (exec_help), and nobody copies
+         * into its buffers after it returns. */
         struct ccl_comm *comm = jobs[j].comm;
-        for (int p = 0; p < comm->nranks; p++)
+        for (int p = 0; p < comm->nranks; p++) {
             if (comm->send_conns[p].fifo)
                 comm->send_conns[p].lent_len = 0;
+            if (comm->recv_conns[p].fifo && comm->recv_conns[p].help_slices)
+                exec_help_abandon(comm, p);
+        }
     }
     for (int j = 0; j < njobs; j++) {
         for (int c = 0; c < jobs[j].ncalls && runs[j].ctx; c++)

@@ -64,6 +64,9 @@ typedef struct {
     uint32_t lent_pos;
     const char *lent_src;
     size_t lent_len;
+    /* Receiver: we offered the sender the destination of the whole-step
+     * reference at head, of this many slices, to copy into; 0: none. */
+    uint32_t help_slices;
 } shm_conn_t;
 
 /* A fresh random segment name: prefix followed by 128 random bits. */

@@ -30,9 +30,11 @@ void shm_help_decide(shm_help_t *h, const shm_ref_t *dst, int stream)
     if (dst) {
         h->dst = *dst;
         h->stream = (uint32_t)stream;
+        /* The first slice is ours: the poster, which claims only after
+         * this decision, starts from the other end. */
+        atomic_store_explicit(&h->claims, (uint64_t)1 << 32, memory_order_relaxed);
     }
     atomic_store_explicit(&h->state, dst ? SHM_HELP_OFFERED : SHM_HELP_DECLINED, memory_order_release);
-    wait_fence_light();
     wait_wake(&h->state, &h->state_waiters);
 }
 
@@ -63,10 +65,18 @@ int shm_help_poster_claim(shm_help_t *h, uint32_t n, uint32_t *slice)
     }
 }
 
+uint32_t shm_help_close(shm_help_t *h, uint32_t n)
+{
+    uint64_t w = atomic_load_explicit(&h->claims, memory_order_acquire);
+    while (!atomic_compare_exchange_weak_explicit(&h->claims, &w, ((uint64_t)n << 32) | (uint32_t)w,
+                                                  memory_order_acq_rel, memory_order_acquire))
+        ;
+    return (uint32_t)w;
+}
+
 void shm_help_poster_done(shm_help_t *h)
 {
     atomic_fetch_add_explicit(&h->done, 1, memory_order_release);
-    wait_fence_light();
     wait_wake(&h->done, &h->done_waiters);
 }
 

@@ -9,7 +9,9 @@
  * the back, each slice claimed in one atomic word kept in the reference's
  * slot, so no slice is copied twice and neither side waits for the other
  * to decide how to split. A poster that never comes leaves every slice to
- * the reader; one that comes early may take all but the first. With two
+ * the reader; one that comes early may take all but the first. A reader
+ * whose call fails closes the block (shm_help_close) before it returns, so
+ * that no poster writes into its buffer after that. With two
  * ranks on two cores a broadcast, scatter or gather then copies on both
  * cores instead of one.
  *
@@ -41,6 +43,7 @@ typedef struct {
 } shm_help_t;
 
 #define SHM_HELP_OFFSET 64
+_Static_assert(sizeof(shm_ref_t) <= SHM_HELP_OFFSET, "the help block follows the reference in its slot");
 /* Slots must hold the reference and the help block. */
 #define SHM_HELP_SLOT_MIN (SHM_HELP_OFFSET + sizeof(shm_help_t))
 
@@ -60,6 +63,10 @@ int shm_help_reader_claim(shm_help_t *h, uint32_t k, uint32_t n);
 /* Poster: 1 with the next slice from the back in *slice, 0 when the
  * reader has taken or is about to take everything left. */
 int shm_help_poster_claim(shm_help_t *h, uint32_t n, uint32_t *slice);
+/* Reader whose call failed before its last slice: takes every slice left,
+ * so the poster claims no more, and returns how many the poster took (the
+ * reader then waits for those it has not finished). */
+uint32_t shm_help_close(shm_help_t *h, uint32_t n);
 /* Poster, after copying a claimed slice (its stores visible first). */
 void shm_help_poster_done(shm_help_t *h);
 /* Reader, after its last slice: how many slices the poster took (final

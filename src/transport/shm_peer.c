@@ -29,22 +29,26 @@ static void peer_evict_lru(shm_peer_cache_t *c)
 }
 
 /* Maps the peer's memfd after checking, by its name, that the fd still is
- * the buffer the reference names (fd numbers get reused). */
+ * the buffer the reference names (fd numbers get reused). A writable
+ * mapping is only ever wanted to help a reader (shm_help.h), whose buffer
+ * may be gone by then without anything being wrong: its failures are
+ * returned without a message. */
 static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, int writable,
                              const shm_peer_map_t **out)
 {
+#define PEER_FAIL(code, ...) return writable ? (code) : err_set(code, __VA_ARGS__)
     char path[64], link[256], want[64];
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)ref->fd);
     ssize_t n = readlink(path, link, sizeof link - 1);
     if (n < 0)
-        return err_set(CCL_ERR_SYSTEM, "cannot read %s: %s", path, strerror(errno));
+        PEER_FAIL(CCL_ERR_SYSTEM, "cannot read %s: %s", path, strerror(errno));
     link[n] = '\0';
     snprintf(want, sizeof want, "ccl-mem-%016llx", (unsigned long long)ref->id);
     if (!strstr(link, want))
-        return err_set(CCL_ERR_REMOTE, "peer pid %d fd %d is not buffer %s (it is %s)", (int)pid, (int)ref->fd, want, link);
+        PEER_FAIL(CCL_ERR_REMOTE, "peer pid %d fd %d is not buffer %s (it is %s)", (int)pid, (int)ref->fd, want, link);
     int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
     if (fd < 0)
-        return err_set(CCL_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
+        PEER_FAIL(CCL_ERR_SYSTEM, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
     void *base = MAP_FAILED;
     if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= ref->alloc_len)
@@ -60,7 +64,7 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
     int err = errno;
     close(fd);
     if (base == MAP_FAILED)
-        return err_set(CCL_ERR_SYSTEM, "cannot map peer buffer %s: %s", want, strerror(err));
+        PEER_FAIL(CCL_ERR_SYSTEM, "cannot map peer buffer %s: %s", want, strerror(err));
     if (c->n == PEER_CACHE_MAX)
         peer_evict_lru(c);
     if (c->n == c->cap) {
@@ -76,6 +80,7 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
     c->maps[c->n] = (shm_peer_map_t){pid, ref->id, base, ref->alloc_len, 0, writable};
     *out = &c->maps[c->n++];
     return CCL_SUCCESS;
+#undef PEER_FAIL
 }
 
 static int peer_ref_ok(const shm_ref_t *ref)
@@ -83,11 +88,15 @@ static int peer_ref_ok(const shm_ref_t *ref)
     return ref->magic == SHM_REF_MAGIC && ref->offset <= ref->alloc_len && ref->len <= ref->alloc_len - ref->offset;
 }
 
-/* A cached mapping of the buffer (a writable one when asked), or NULL. */
+/* A cached mapping of the buffer (a writable one when asked), or NULL.
+ * Its length must be the reference's, which peer_map checked against the
+ * memfd: a reference that claims a longer buffer under a known id gets no
+ * cached mapping to overrun (it is mapped afresh, and checked). */
 static const shm_peer_map_t *peer_find(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, int writable)
 {
     for (int i = 0; i < c->n; i++)
-        if (c->maps[i].pid == pid && c->maps[i].id == ref->id && (c->maps[i].writable || !writable))
+        if (c->maps[i].pid == pid && c->maps[i].id == ref->id && c->maps[i].len == ref->alloc_len &&
+            (c->maps[i].writable || !writable))
             return &c->maps[i];
     return NULL;
 }
