@@ -151,6 +151,24 @@ static void test_single_host_picks(void **state)
         assert_int_equal(pick(&m2, SCHED_ALLREDUCE, size), ALGO_ONESHOT);
         assert_int_equal(pick(&m4, SCHED_ALLREDUCE, size), ALGO_ONESHOT);
         assert_int_equal(pick(&m4, SCHED_BROADCAST, size), ALGO_ONESHOT);
+        /* Rooted: one hop on the board, as pairwise, and less work. */
+        assert_int_equal(pick(&m4, SCHED_SCATTER, size), ALGO_ONESHOT);
+        assert_int_equal(pick(&m4, SCHED_GATHER, size), ALGO_ONESHOT);
+    }
+    /* The same with 4 ranks on 2 cores, as comm init models them (a hop
+     * costs 10 us): a rooted one-shot waits one hop, not log2(4). */
+    tune_model_t m4s;
+    sched_layout_t lay;
+    tune_links_t l = links_default(1, 20);
+    l.shm_lat = 10;
+    l.cores = 2;
+    assert_int_equal(tune_layout_blocked(4, 1, &lay), CCL_SUCCESS);
+    assert_int_equal(tune_model_init(&m4s, &l, 4, &lay), CCL_SUCCESS);
+    tune_layout_free(&lay);
+    for (size_t size = 16; size <= 16 * KiB; size *= 4) {
+        assert_int_equal(pick(&m4s, SCHED_SCATTER, size), ALGO_ONESHOT);
+        assert_int_equal(pick(&m4s, SCHED_GATHER, size), ALGO_ONESHOT);
+        assert_int_equal(pick(&m4s, SCHED_BROADCAST, size), ALGO_ONESHOT);
     }
     assert_int_equal(pick(&m2, SCHED_ALLREDUCE, 64 * KiB), ALGO_DIRECT);
     assert_int_equal(pick(&m2, SCHED_ALLREDUCE, 8 * MiB), ALGO_DIRECT);
