@@ -19,10 +19,10 @@
 #include "transport/shm_help.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
