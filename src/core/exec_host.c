@@ -391,6 +391,8 @@ static shm_ref_t exec_make_ref(const exec_ctx_t *x, int from_send, const char *d
     return ref;
 }
 
+_Static_assert(SHM_HELP_SLOT_MIN <= 4096, "the smallest slot comm_agree_fifo allows holds a reference and its help block");
+
 /* Posts a reference to `len` bytes of our registered send or receive
  * buffer at `data` (the slot's length is the slice's, `nbytes`). A
  * whole-step one (len > nbytes) carries a help block: we may copy part of
@@ -417,16 +419,17 @@ static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_se
 /* Reader of a whole-step reference, at its first slice: a plain receive
  * into our registered buffer lets the poster copy slices of it too
  * (shm_help.h); anything else (forwarding, a buffer peers cannot map)
- * declines, so that a poster waiting for the answer goes on. The engine
- * counts a slice the poster took as done when we pass it, before its
- * bytes are there: only a step that no later step reads after (the
- * schedule's last, or any of one whose steps are independent) may
- * offer. */
+ * declines, so that a poster waiting for the answer goes on. The poster
+ * writes its slices at once, and the engine counts a slice the poster took
+ * as done when we pass it, before its bytes are there: so no other step
+ * may touch the destination, before or after. That holds where the
+ * schedule's steps are independent (alltoall, gather, scatter) or this is
+ * its only step (the end of a broadcast's chain). */
 static void exec_help_decide(const exec_ctx_t *x, const sched_step_t *st, shm_conn_t *rc, shm_help_t *help,
                              const char *dst, size_t total)
 {
-    int last = st == &x->sched->steps[x->sched->nsteps - 1] || x->sched->steps_independent;
-    if (st->action == SCHED_RECV && st->dst_buf == SCHED_BUF_RECV && x->recv_reg && last) {
+    int alone = x->sched->steps_independent || x->sched->nsteps == 1;
+    if (st->action == SCHED_RECV && st->dst_buf == SCHED_BUF_RECV && x->recv_reg && alone) {
         shm_ref_t mine = exec_make_ref(x, 0, dst, total);
         shm_help_decide(help, &mine, x->stream_out);
         rc->help_slices = (uint32_t)sched_step_slices(st, x->esz, x->comm->slot_size);
