@@ -188,6 +188,11 @@ run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESH
 # cores, where it is off by default), from 2 ranks (scatter, gather and
 # broadcast have an idle side there).
 run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_COPY_HELP=2" test_colls 2 3 4
+# Allgather read from each block's owner (pairwise), which the tuner picks
+# only from the single-copy size up on 3 ranks and more: every count and
+# placement through the FIFOs, and by reference.
+run_variant "CCL_ALGO=allgather:pairwise" test_allgather
+run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=allgather:pairwise" test_allgather
 # Algorithms that only allreduce has (rank counts around powers of two).
 for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
     run_variant "$v" test_allreduce 3 4 5 8

@@ -1,7 +1,7 @@
 /*
  * pairwise.c - schedules in which each rank talks straight to each peer:
- * alltoall, gather, scatter, and the two halves of a point-to-point
- * transfer.
+ * alltoall, allgather, gather, scatter, and the two halves of a
+ * point-to-point transfer.
  *
  * Every step moves one block between this rank and one peer, and no step
  * reads what another wrote, so the schedule is marked steps_independent:
@@ -59,6 +59,15 @@ ccl_result_t pairwise_schedule(const sched_op_t *op, sched_t *out)
         for (int i = 1; i < n; i++) {
             int to = pw_mod(r + i, n), from = pw_mod(r - i, n);
             pw_step(out, SCHED_SEND, to, SCHED_BUF_SEND, (size_t)to * c, c);
+            pw_step(out, SCHED_RECV, from, SCHED_BUF_RECV, (size_t)from * c, c);
+        }
+        return CCL_SUCCESS;
+    case SCHED_ALLGATHER:
+        /* In place the send block is recv block r, which no step writes. */
+        pw_copy(out, 0, (size_t)r * c, c);
+        for (int i = 1; i < n; i++) {
+            int to = pw_mod(r + i, n), from = pw_mod(r - i, n);
+            pw_step(out, SCHED_SEND, to, SCHED_BUF_SEND, 0, c);
             pw_step(out, SCHED_RECV, from, SCHED_BUF_RECV, (size_t)from * c, c);
         }
         return CCL_SUCCESS;

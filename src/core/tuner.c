@@ -60,6 +60,7 @@ const char *tuner_algo_name(algo_t algo)
 typedef struct {
     double shm_bw, shm_lat, net_bw, net_lat;
     double cores;
+    uint64_t single_copy;
     int32_t bad_algo, pad;
     uint32_t allowed[SCHED_NUM_COLLS];
 } tuner_wire_t;
@@ -95,6 +96,7 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
     /* This node's share of the machine's cores (fake nodes and network
      * namespaces share one machine), as the wait policy counts them. */
     out->cores = ncpu > 0 ? (double)ncpu * nlocal / kernel_ranks : 0;
+    out->single_copy_bytes = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
@@ -136,6 +138,7 @@ static void tuner_local(const struct ccl_comm *comm, tuner_wire_t *w)
     w->net_bw = l.net_bw;
     w->net_lat = l.net_lat;
     w->cores = l.cores;
+    w->single_copy = l.single_copy_bytes;
     char bad[128];
     w->bad_algo = tune_parse_algo(param_str(PARAM_ALGO), w->allowed, bad, sizeof bad);
     static atomic_int warned;
@@ -160,7 +163,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     tuner_local(comm, &all[comm->rank]);
     CCL_TRY(bs_allgather(&comm->bs, all, sizeof *all));
     /* The slowest figures any rank gave (net ones: of the ranks that had
-     * an opinion); rank 0's CCL_ALGO. */
+     * an opinion); rank 0's CCL_ALGO and CCL_SINGLE_COPY_THRESHOLD. */
     tuner_wire_t agreed = all[0];
     int algo_differs = 0;
     for (int r = 1; r < n; r++) {
@@ -189,6 +192,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         .cores = agreed.cores,
         .slot_bytes = comm->slot_size,
         .board_bytes = comm->board.hdr ? comm->board.slot_bytes : 0,
+        .single_copy_bytes = (size_t)agreed.single_copy,
     };
     CCL_TRY(tune_model_init(&comm->tune, &links, n, &comm->layout));
     memcpy(comm->algo_allowed, agreed.allowed, sizeof comm->algo_allowed);

@@ -30,7 +30,7 @@ typedef enum {
     ALGO_DIRECT,   /* 2-rank allreduce: each rank sends all, reduces all */
     ALGO_ONESHOT,  /* single host, small: through the shared board */
     ALGO_CHAIN,    /* pipelined chain broadcast and reduce */
-    ALGO_PAIRWISE, /* every rank to every peer: alltoall, gather, scatter, p2p */
+    ALGO_PAIRWISE, /* every rank to every peer: alltoall, gather, scatter, p2p, allgather */
     ALGO_TREE,     /* double binary tree allreduce */
     ALGO_RD,       /* recursive doubling allreduce */
     ALGO_HIER,     /* hierarchical allreduce (several nodes) */
@@ -50,6 +50,7 @@ typedef struct {
     double cores;       /* cores a node's ranks share (a share of a machine's); 0: one per rank */
     size_t slot_bytes;  /* pipelining unit: one FIFO slot */
     size_t board_bytes; /* per-rank capacity of the one-shot board; 0: no board */
+    size_t single_copy_bytes; /* from this size a local peer's ccl_mem_alloc buffer is read in place; 0: never */
 } tune_links_t;
 
 /* Cap on recursive doubling exchanges the model tracks (2^31 ranks). */

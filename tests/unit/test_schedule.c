@@ -1,6 +1,6 @@
 /*
  * test_schedule.c - schedules as plain data (src/algos/schedule.h, ring.c,
- * direct.c, schedule.c).
+ * direct.c, pairwise.c, schedule.c).
  *
  * Covers sched_partition (parts disjoint, contiguous, in order, covering
  * [0, count) exactly, non-empty parts starting on 64-byte boundaries, none
@@ -10,7 +10,8 @@
  * actions, ring neighbours as peers, regions inside the buffers, POSTOP on
  * exactly the last reduce-scatter step, each part owned by exactly one rank
  * after the reduce-scatter); the 2-rank direct allreduce and its refusal of
- * everything else. Every schedule is also run through a small data-flow
+ * everything else; the pairwise allgather for 1..16 ranks (each peer sent
+ * to and received from once, blocks where they belong). Every schedule is also run through a small data-flow
  * model written here: per element, a bitmask of the ranks whose input it
  * holds, moved over unbounded FIFOs in send order; at the end every rank
  * must hold every element reduced over all ranks exactly once (and the avg
@@ -391,9 +392,12 @@ fail:
     return -1;
 }
 
-/* Builds every rank's schedule (ring or direct) and runs the model;
+enum { MODEL_RING, MODEL_DIRECT, MODEL_PAIRWISE };
+static const char *const model_algo_names[] = {"ring", "direct", "pairwise"};
+
+/* Builds every rank's schedule (ring, direct or pairwise) and runs the model;
  * returns 0 when every rank ends with the right result. */
-static int model_run(sched_coll_t coll, int n, size_t count, size_t es, int in_place, int direct,
+static int model_run(sched_coll_t coll, int n, size_t count, size_t es, int in_place, int algo,
                      char *why, size_t whylen)
 {
     model_t *m = calloc(1, sizeof *m);
@@ -411,7 +415,9 @@ static int model_run(sched_coll_t coll, int n, size_t count, size_t es, int in_p
     int rc = -1;
     for (int r = 0; r < n; r++) {
         sched_op_t op = {.coll = coll, .count = count, .elem_size = es, .nranks = n, .rank = r};
-        ccl_result_t res = direct ? direct_schedule(&op, &m->sched[r]) : ring_schedule(&op, &m->sched[r]);
+        ccl_result_t res = algo == MODEL_DIRECT     ? direct_schedule(&op, &m->sched[r])
+                           : algo == MODEL_PAIRWISE ? pairwise_schedule(&op, &m->sched[r])
+                                                    : ring_schedule(&op, &m->sched[r]);
         if (res != CCL_SUCCESS) {
             snprintf(m->err, sizeof m->err, "rank %d: schedule failed (%d)", r, (int)res);
             goto out;
@@ -476,7 +482,7 @@ static int model_run(sched_coll_t coll, int n, size_t count, size_t es, int in_p
     rc = 0;
 out:
     if (rc != 0)
-        snprintf(why, whylen, "%s n=%d count=%zu elem=%zu%s: %s", direct ? "direct" : "ring",
+        snprintf(why, whylen, "%s n=%d count=%zu elem=%zu%s: %s", model_algo_names[algo],
                  n, count, es, in_place ? " in place" : "", m->err);
     for (int r = 0; r < n; r++) {
         sched_free(&m->sched[r]);
@@ -651,14 +657,14 @@ static void test_ring_allreduce_dataflow(void **state)
     for (int n = 1; n <= MAX_RANKS; n++) {
         for (size_t c = 0; c < sizeof model_counts / sizeof model_counts[0]; c++) {
             for (int in_place = 0; in_place <= 1; in_place++) {
-                if (model_run(SCHED_ALLREDUCE, n, model_counts[c], 4, in_place, 0, why, sizeof why)) {
+                if (model_run(SCHED_ALLREDUCE, n, model_counts[c], 4, in_place, MODEL_RING, why, sizeof why)) {
                     print_error("%s\n", why);
                     fail();
                 }
             }
         }
-        if (model_run(SCHED_ALLREDUCE, n, 333, 1, 0, 0, why, sizeof why) ||
-            model_run(SCHED_ALLREDUCE, n, 333, 8, 0, 0, why, sizeof why)) {
+        if (model_run(SCHED_ALLREDUCE, n, 333, 1, 0, MODEL_RING, why, sizeof why) ||
+            model_run(SCHED_ALLREDUCE, n, 333, 8, 0, MODEL_RING, why, sizeof why)) {
             print_error("%s\n", why);
             fail();
         }
@@ -725,13 +731,70 @@ static void test_ring_allgather_dataflow(void **state)
     for (int n = 1; n <= MAX_RANKS; n++) {
         for (size_t c = 0; c < sizeof model_counts / sizeof model_counts[0]; c++) {
             for (int in_place = 0; in_place <= 1; in_place++) {
-                if (model_run(SCHED_ALLGATHER, n, model_counts[c], 4, in_place, 0, why, sizeof why)) {
+                if (model_run(SCHED_ALLGATHER, n, model_counts[c], 4, in_place, MODEL_RING, why, sizeof why)) {
                     print_error("%s\n", why);
                     fail();
                 }
             }
         }
     }
+}
+
+/* ---- pairwise allgather ------------------------------------------------------ */
+
+static void test_pairwise_allgather(void **state)
+{
+    (void)state;
+    static const size_t counts[] = {0, 1, 17, 4099};
+    sched_t s = {0};
+    char why[400];
+    for (int n = 1; n <= MAX_RANKS; n++) {
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            size_t count = counts[c];
+            for (int r = 0; r < n; r++) {
+                sched_op_t op = {.coll = SCHED_ALLGATHER, .count = count, .elem_size = 4, .nranks = n, .rank = r};
+                assert_int_equal(pairwise_schedule(&op, &s), CCL_SUCCESS);
+                assert_true(s.steps_independent);
+                assert_true(s.send_refs_safe_in_place);
+                /* Own block into place, then a send of it to and a
+                 * receive from every other rank, each exactly once. */
+                assert_int_equal(s.nsteps, 2 * n - 1);
+                assert_int_equal(s.steps[0].action, SCHED_COPY);
+                assert_int_equal(s.steps[0].src_off, 0);
+                assert_int_equal(s.steps[0].dst_off, (size_t)r * count);
+                assert_int_equal(s.steps[0].count, count);
+                uint32_t sent = 0, got = 0;
+                for (int i = 1; i < s.nsteps; i++) {
+                    const sched_step_t *st = &s.steps[i];
+                    assert_int_equal(st->count, count);
+                    if (st->action == SCHED_SEND) {
+                        assert_true(st->send_peer >= 0 && st->send_peer < n && st->send_peer != r);
+                        assert_int_equal(st->src_buf, SCHED_BUF_SEND);
+                        assert_int_equal(st->src_off, 0);
+                        assert_false(sent & (1u << st->send_peer));
+                        sent |= 1u << st->send_peer;
+                    } else {
+                        assert_int_equal(st->action, SCHED_RECV);
+                        int p = st->recv_peer;
+                        assert_true(p >= 0 && p < n && p != r);
+                        assert_int_equal(st->dst_buf, SCHED_BUF_RECV);
+                        assert_int_equal(st->dst_off, (size_t)p * count);
+                        assert_false(got & (1u << p));
+                        got |= 1u << p;
+                    }
+                }
+                uint32_t others = (n == 32 ? 0xffffffffu : (1u << n) - 1) & ~(1u << r);
+                assert_int_equal(sent, others);
+                assert_int_equal(got, others);
+            }
+            for (int in_place = 0; in_place <= 1; in_place++)
+                if (model_run(SCHED_ALLGATHER, n, count, 4, in_place, MODEL_PAIRWISE, why, sizeof why)) {
+                    print_error("%s\n", why);
+                    fail();
+                }
+        }
+    }
+    sched_free(&s);
 }
 
 /* ---- direct (two ranks) ---------------------------------------------------- */
@@ -760,7 +823,7 @@ static void test_direct(void **state)
         }
         char why[400];
         for (int in_place = 0; in_place <= 1; in_place++)
-            if (model_run(SCHED_ALLREDUCE, 2, counts[c], 8, in_place, 1, why, sizeof why)) {
+            if (model_run(SCHED_ALLREDUCE, 2, counts[c], 8, in_place, MODEL_DIRECT, why, sizeof why)) {
                 print_error("%s\n", why);
                 fail();
             }
@@ -877,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_ring_allreduce_dataflow),
         cmocka_unit_test(test_ring_allgather_shape),
         cmocka_unit_test(test_ring_allgather_dataflow),
+        cmocka_unit_test(test_pairwise_allgather),
         cmocka_unit_test(test_direct),
         cmocka_unit_test(test_ring_reuse_and_refusal),
         cmocka_unit_test(test_model_detects_faults),

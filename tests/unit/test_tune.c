@@ -183,6 +183,29 @@ static void test_single_host_picks(void **state)
     assert_int_equal(pick(&m4, SCHED_ALLTOALL, 64 * MiB), ALGO_PAIRWISE);
     assert_int_equal(pick(&m4, SCHED_GATHER, 64 * MiB), ALGO_PAIRWISE);
     assert_int_equal(pick(&m4, SCHED_P2P_SEND, 8), ALGO_PAIRWISE);
+    /* Allgather reads blocks from their owners (pairwise) on one host from
+     * the single-copy size up, on 3 ranks and more; the ring elsewhere, and
+     * pairwise only where CCL_ALGO asks for it. */
+    for (int n = 2; n <= 8; n++) {
+        for (int nodes = 1; nodes <= 2; nodes++) {
+            tune_model_t mg;
+            sched_layout_t lay;
+            tune_links_t l = links_default(1, 20);
+            l.single_copy_bytes = 16 * MiB;
+            if (nodes > 1)
+                l.board_bytes = 0;
+            assert_int_equal(tune_layout_blocked(n, nodes, &lay), CCL_SUCCESS);
+            assert_int_equal(tune_model_init(&mg, &l, n, &lay), CCL_SUCCESS);
+            tune_layout_free(&lay);
+            int reads = nodes == 1 && n > 2;
+            assert_int_equal(pick(&mg, SCHED_ALLGATHER, 64 * MiB), reads ? ALGO_PAIRWISE : ALGO_RING);
+            assert_int_equal(pick(&mg, SCHED_ALLGATHER, 16 * MiB), reads ? ALGO_PAIRWISE : ALGO_RING);
+            assert_int_equal(pick(&mg, SCHED_ALLGATHER, 8 * MiB), ALGO_RING);
+            assert_true(tune_applies(&mg, SCHED_ALLGATHER, ALGO_PAIRWISE, 8, 0));
+            assert_int_equal(tune_pick(&mg, SCHED_ALLGATHER, 8, 0, TUNE_BIT(ALGO_PAIRWISE), NULL, NULL),
+                             ALGO_PAIRWISE);
+        }
+    }
     /* One rank: nothing to exchange, the ring copies. */
     tune_model_t m1;
     model(&m1, 1, 1, 1, 20);
@@ -284,8 +307,8 @@ static void test_costs_sane(void **state)
                 for (size_t size = 8; size <= (size_t)1 << 30; size *= 4) {
                     if (!tune_applies(&m, (sched_coll_t)c, (algo_t)a, size, 0))
                         continue;
-                    if (a == ALGO_HIER && c != SCHED_ALLREDUCE)
-                        continue; /* runs only when forced: not modelled */
+                    if ((a == ALGO_HIER && c != SCHED_ALLREDUCE) || (a == ALGO_PAIRWISE && c == SCHED_ALLGATHER))
+                        continue; /* runs only when forced: not modelled (allgather: no single copy here) */
                     double t = tune_cost(&m, (sched_coll_t)c, (algo_t)a, size, 0);
                     if (!isfinite(t) || t <= 0 || t < prev * 0.999) {
                         printf("%d ranks %d nodes %g cores %s %s %zu B: cost %g after %g\n",
