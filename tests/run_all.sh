@@ -191,8 +191,14 @@ run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESH
 # Allgather read from each block's owner (pairwise), which the tuner picks
 # only from the single-copy size up on 3 ranks and more: every count and
 # placement through the FIFOs, and by reference.
+# The single-copy variants above now get pairwise on 3 ranks and more, so
+# the ring by reference runs here; pairwise by reference with the poster
+# copying too (CCL_COPY_HELP=2: every rank is reader and poster); grouped
+# with every other collective and send/recv.
 run_variant "CCL_ALGO=allgather:pairwise" test_allgather
-run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=allgather:pairwise" test_allgather
+run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_COPY_HELP=2 CCL_ALGO=allgather:pairwise" test_allgather
+run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=allgather:ring" test_allgather
+run_variant "CCL_ALGO=allgather:pairwise" test_groups
 # Algorithms that only allreduce has (rank counts around powers of two).
 for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
     run_variant "$v" test_allreduce 3 4 5 8
@@ -471,6 +477,20 @@ if [[ -x "$BUILD/bin/ccl-info" ]]; then
         POST_CHECK=check_explain_output run_test "tools/ccl-info-explain[cores=$cores]" perf \
             env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$BUILD/bin/ccl-info" --explain \
             --nodes 4 --ppn 2 --cores "$cores" --net-bw 0.25 --net-lat 50 --colls allreduce
+    done
+    # Allgather on 4 local ranks: the ring up to the single-copy size, from
+    # there each block read from its owner (pairwise); the ring throughout
+    # without single copy. The threshold reaches the model as comm init
+    # passes it (tuner_links_local).
+    check_explain_allgather() {
+        awk -v want32="$EXPLAIN_AG_32M" '$1 == "allgather" { t = 1; next } t && $1 == "8M" { p8 = $NF } t && $1 == "32M" { p32 = $NF }
+             END { if (p8 != "ring" || p32 != want32) { printf "ccl-info --explain: allgather picks %s at 8M (want ring), %s at 32M (want %s)\n", p8, p32, want32; exit 1 } }' "$1"
+    }
+    for sc in 16M 0; do
+        [[ $sc == 0 ]] && EXPLAIN_AG_32M=ring || EXPLAIN_AG_32M=pairwise
+        POST_CHECK=check_explain_allgather run_test "tools/ccl-info-explain-allgather[single_copy=$sc]" perf \
+            env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" CCL_SINGLE_COPY_THRESHOLD=$sc \
+            "$BUILD/bin/ccl-info" --explain --ranks 4 --colls allgather
     done
     dgx2="${CCL_TEST_TOPO_DIR:-../shared/topologies}/nvidiaDGX2.xml"
     if [[ -r "$dgx2" ]]; then

@@ -100,7 +100,7 @@ typedef struct {
      * those reads). Executors may then send such parts by reference. */
     int send_refs_safe_in_place;
     /* Set when no step reads what an earlier step of the same schedule
-     * wrote (alltoall, gather, scatter, p2p): the engine may then run the
+     * wrote (pairwise: alltoall, allgather, gather, scatter, p2p): the engine may then run the
      * steps in any order, subject only to each connection's order. */
     int steps_independent;
     /* Set when a step sends data that a later step of the same rank
@@ -201,7 +201,8 @@ ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out);
 ccl_result_t hier_schedule(const sched_op_t *op, sched_t *out);
 /* Pipelined chain from/to the root: broadcast, reduce. */
 ccl_result_t chain_schedule(const sched_op_t *op, sched_t *out);
-/* Every rank straight to every peer: alltoall, gather, scatter, send, recv. */
+/* Every rank straight to every peer: alltoall, allgather, gather, scatter,
+ * send, recv. */
 ccl_result_t pairwise_schedule(const sched_op_t *op, sched_t *out);
 
 #endif

@@ -165,7 +165,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     /* The slowest figures any rank gave (net ones: of the ranks that had
      * an opinion); rank 0's CCL_ALGO and CCL_SINGLE_COPY_THRESHOLD. */
     tuner_wire_t agreed = all[0];
-    int algo_differs = 0;
+    int algo_differs = 0, copy_differs = 0;
     for (int r = 1; r < n; r++) {
         const tuner_wire_t *w = &all[r];
         agreed.shm_bw = fmin(agreed.shm_bw, w->shm_bw);
@@ -176,6 +176,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         if (w->cores > 0 && (agreed.cores <= 0 || w->cores < agreed.cores))
             agreed.cores = w->cores; /* the most crowded node */
         algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
+        copy_differs |= w->single_copy != all[0].single_copy;
     }
     if (agreed.net_bw <= 0) /* rank 0 of every node had one: cannot happen */
         agreed.net_bw = TUNER_NET_GBPS_DEFAULT / 8 * TUNER_NET_EFFICIENCY;
@@ -184,6 +185,9 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     if (algo_differs && comm->rank == 0)
         LOG_WARN(SUB_TUNING, "CCL_ALGO differs between ranks; every rank uses rank 0's (\"%s\" here)",
                  param_str(PARAM_ALGO));
+    if (copy_differs && comm->rank == 0)
+        LOG_WARN(SUB_TUNING, "CCL_SINGLE_COPY_THRESHOLD differs between ranks; the tuner uses rank 0's (%llu here)",
+                 (unsigned long long)agreed.single_copy);
     tune_links_t links = {
         .shm_bw = agreed.shm_bw,
         .shm_lat = agreed.shm_lat,

@@ -189,14 +189,14 @@ static void test_single_host_picks(void **state)
     for (int n = 2; n <= 8; n++) {
         for (int nodes = 1; nodes <= 2; nodes++) {
             tune_model_t mg;
-            sched_layout_t lay;
-            tune_links_t l = links_default(1, 20);
-            l.single_copy_bytes = 16 * MiB;
+            sched_layout_t glay;
+            tune_links_t gl = links_default(1, 20);
+            gl.single_copy_bytes = 16 * MiB;
             if (nodes > 1)
-                l.board_bytes = 0;
-            assert_int_equal(tune_layout_blocked(n, nodes, &lay), CCL_SUCCESS);
-            assert_int_equal(tune_model_init(&mg, &l, n, &lay), CCL_SUCCESS);
-            tune_layout_free(&lay);
+                gl.board_bytes = 0;
+            assert_int_equal(tune_layout_blocked(n, nodes, &glay), CCL_SUCCESS);
+            assert_int_equal(tune_model_init(&mg, &gl, n, &glay), CCL_SUCCESS);
+            tune_layout_free(&glay);
             int reads = nodes == 1 && n > 2;
             assert_int_equal(pick(&mg, SCHED_ALLGATHER, 64 * MiB), reads ? ALGO_PAIRWISE : ALGO_RING);
             assert_int_equal(pick(&mg, SCHED_ALLGATHER, 16 * MiB), reads ? ALGO_PAIRWISE : ALGO_RING);
