@@ -492,6 +492,10 @@ if [[ -x "$BUILD/bin/ccl-info" ]]; then
             env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" CCL_SINGLE_COPY_THRESHOLD=$sc \
             "$BUILD/bin/ccl-info" --explain --ranks 4 --colls allgather
     done
+    # A real cgroup CPU quota (half a CPU) lowers the CPUs ccl counts, as in
+    # a container with a CPU limit; skipped where no cgroup can be made.
+    MAY_SKIP=1 run_test "tools/ccl-info-cgroup" perf \
+        env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" bash tests/cgroup_cpus.sh "$BUILD/bin/ccl-info"
     dgx2="${CCL_TEST_TOPO_DIR:-../shared/topologies}/nvidiaDGX2.xml"
     if [[ -r "$dgx2" ]]; then
         POST_CHECK=check_info_output run_test "tools/ccl-info-dgx2" perf "$BUILD/bin/ccl-info" --topo "$dgx2"

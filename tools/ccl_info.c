@@ -20,6 +20,7 @@
 #include "core/comm.h"
 #include "core/err.h"
 #include "core/param.h"
+#include "topo/cpus.h"
 #include "topo/topo.h"
 #include "topo/tune.h"
 
@@ -137,7 +138,7 @@ static int explain(const topo_t *t, const explain_opts_t *o, int local_ranks)
     ccl_result_t res = CCL_SUCCESS;
     sched_layout_t lay = {0};
     tune_model_t m;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = topo_usable_cpus();
     int nodes = o->nodes > 0 ? o->nodes : 1;
     int ppn = o->ppn > 0 ? o->ppn : local_ranks > 0 ? local_ranks : ncpu > 2 ? (int)ncpu : 2;
     int nranks = o->nranks > 0 ? o->nranks : nodes * ppn;
@@ -282,6 +283,9 @@ int main(int argc, char **argv)
         return 1;
     }
     topo_print(t, stdout);
+    if (!file) /* of this process, not of the machine a file describes */
+        printf("usable CPUs: %d of %ld online (affinity mask and cgroup CPU quota)\n", topo_usable_cpus(),
+               sysconf(_SC_NPROCESSORS_ONLN));
     if (ranks > 0) {
         printf("\nlocal rank affinity (%d ranks)\n%-6s %-8s %-8s %-10s %s\n", ranks, "rank", "gpu", "numa", "nic",
                "cpus");

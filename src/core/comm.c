@@ -8,6 +8,7 @@
 #include "core/handle.h"
 #include "core/param.h"
 #include "core/wait.h"
+#include "topo/cpus.h"
 #include "topo/host.h"
 
 #include <stdio.h>
@@ -214,7 +215,7 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
         cores_shared_by *= 2;
     comm->spin = wait_spin_budget(cores_shared_by);
     comm->yield = wait_yield_budget(cores_shared_by);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = topo_usable_cpus();
     int64_t help = param_int(PARAM_COPY_HELP);
     comm->copy_help = help >= 2 || (help == 1 && ncpu > 0 && cores_shared_by <= ncpu);
     CCL_TRY(comm_agree_fifo(comm));

@@ -19,6 +19,7 @@
 #include "core/err.h"
 #include "core/param.h"
 #include "device/reduce.h"
+#include "topo/cpus.h"
 #include "topo/topo.h"
 
 #include <math.h>
@@ -89,7 +90,7 @@ static void tuner_net_from_topo(const topo_t *topo, int local_rank, int nlocal, 
 void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
                        tune_links_t *out)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = topo_usable_cpus();
     memset(out, 0, sizeof *out);
     if (kernel_ranks < nlocal)
         kernel_ranks = nlocal;

@@ -7,6 +7,7 @@
 #include "core/wait.h"
 #include "core/err.h"
 #include "core/param.h"
+#include "topo/cpus.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -98,7 +99,7 @@ int wait_spin_budget(int nlocal)
     int64_t forced = param_int(PARAM_SPIN);
     if (forced >= 0)
         return (int)forced;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = topo_usable_cpus();
     /* Long enough to catch a peer that is running (a slot copy takes a few
      * us), short enough that a preempted peer costs little before we yield. */
     return (ncpu > 0 && nlocal <= ncpu) ? 20 : 0;
@@ -109,7 +110,7 @@ int wait_yield_budget(int nlocal)
     int64_t forced = param_int(PARAM_YIELD);
     if (forced >= 0)
         return (int)forced;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    long ncpu = topo_usable_cpus();
     /* With a core per rank, yielding is a cheap way to wait that still lets
      * unrelated work run. With more ranks than cores, yield only briefly:
      * CFS may hand the core straight back to a yielding task, so long yield

@@ -1,0 +1,170 @@
+/*
+ * test_cpus.c - the CPUs a process may use (src/topo/cpus.c).
+ *
+ * topo_cgroup_cpu_limit reads a fake /proc/self/mountinfo, /proc/self/cgroup
+ * and cgroup tree written here under a temporary folder: cgroup v2 cpu.max
+ * with a limit on an ancestor and a tighter one below, "max" everywhere, a
+ * container whose mount root is its own cgroup, cgroup v1 cpu,cpuacct with
+ * cfs quota and period (and a cpuacct-only mount that must not count),
+ * unreadable and malformed files. topo_usable_cpus stays between 1 and the
+ * online count. A real cgroup quota is checked by tests/run_all.sh
+ * (tools/ccl-info-cgroup), where the machine allows one.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "topo/cpus.h"
+
+static char root[256];
+
+static void put(const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    /* mkdir -p of the file's folder */
+    for (char *p = path + strlen(root) + 1; (p = strchr(p, '/')) != NULL; p++) {
+        *p = '\0';
+        mkdir(path, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int limit(void)
+{
+    char mi[300], cg[300];
+    snprintf(mi, sizeof mi, "%s/mountinfo", root);
+    snprintf(cg, sizeof cg, "%s/cgroup", root);
+    return topo_cgroup_cpu_limit(mi, cg, root);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(root, sizeof root, "/tmp/ccl-test-cpus-XXXXXX");
+    assert_non_null(mkdtemp(root));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+static const char *const v2_mount = "30 23 0:26 / /sys/fs/cgroup rw,nosuid,nodev shared:4 - cgroup2 cgroup2 rw\n";
+
+static void test_v2_nested(void **state)
+{
+    (void)state;
+    /* Other mounts around it are skipped. */
+    char mi[256];
+    snprintf(mi, sizeof mi, "22 1 8:1 / / rw - ext4 /dev/root rw\n%s", v2_mount);
+    put("mountinfo", mi);
+    put("cgroup", "0::/user.slice/job\n");
+    put("sys/fs/cgroup/user.slice/job/cpu.max", "max 100000\n");
+    put("sys/fs/cgroup/user.slice/cpu.max", "250000 100000\n");
+    assert_int_equal(limit(), 3); /* the ancestor's 2.5 CPUs, rounded up */
+    put("sys/fs/cgroup/user.slice/job/cpu.max", "150000 100000\n");
+    assert_int_equal(limit(), 2); /* the tighter of the two */
+    put("sys/fs/cgroup/user.slice/job/cpu.max", "1000 100000\n");
+    assert_int_equal(limit(), 1); /* a sliver is still one CPU */
+}
+
+static void test_v2_unlimited(void **state)
+{
+    (void)state;
+    put("mountinfo", v2_mount);
+    put("cgroup", "0::/a\n");
+    put("sys/fs/cgroup/a/cpu.max", "max 100000\n");
+    put("sys/fs/cgroup/cpu.max", "max 100000\n");
+    assert_int_equal(limit(), 0);
+    put("sys/fs/cgroup/a/cpu.max", "garbage\n");
+    assert_int_equal(limit(), 0);
+    put("sys/fs/cgroup/a/cpu.max", "200000 0\n");
+    assert_int_equal(limit(), 0);
+}
+
+/* Inside a container the mount's root is the container's cgroup, which
+ * /proc/self/cgroup names in full. */
+static void test_v2_container(void **state)
+{
+    (void)state;
+    put("mountinfo", "40 30 0:26 /docker/abc /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n");
+    put("cgroup", "0::/docker/abc\n");
+    put("sys/fs/cgroup/cpu.max", "400000 100000\n");
+    assert_int_equal(limit(), 4);
+    /* A process in a child of it: the child, then the container's. */
+    put("cgroup", "0::/docker/abc/worker\n");
+    put("sys/fs/cgroup/worker/cpu.max", "max 100000\n");
+    assert_int_equal(limit(), 4);
+}
+
+static void test_v1(void **state)
+{
+    (void)state;
+    put("mountinfo", "41 30 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n"
+                     "42 30 0:31 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n");
+    put("cgroup", "5:cpuacct:/x\n4:cpu,cpuacct:/slurm/job1\n0::/\n");
+    put("sys/fs/cgroup/cpuacct/x/cpu.cfs_quota_us", "100000\n"); /* not the cpu controller */
+    put("sys/fs/cgroup/cpuacct/x/cpu.cfs_period_us", "100000\n");
+    put("sys/fs/cgroup/cpu,cpuacct/slurm/job1/cpu.cfs_quota_us", "-1\n");
+    put("sys/fs/cgroup/cpu,cpuacct/slurm/job1/cpu.cfs_period_us", "100000\n");
+    assert_int_equal(limit(), 0);
+    put("sys/fs/cgroup/cpu,cpuacct/slurm/cpu.cfs_quota_us", "300000\n");
+    put("sys/fs/cgroup/cpu,cpuacct/slurm/cpu.cfs_period_us", "100000\n");
+    assert_int_equal(limit(), 3);
+    put("sys/fs/cgroup/cpu,cpuacct/slurm/job1/cpu.cfs_quota_us", "50000\n");
+    assert_int_equal(limit(), 1);
+}
+
+static void test_missing(void **state)
+{
+    (void)state;
+    char mi[300], cg[300];
+    snprintf(mi, sizeof mi, "%s/none-mountinfo", root);
+    snprintf(cg, sizeof cg, "%s/none-cgroup", root);
+    assert_int_equal(topo_cgroup_cpu_limit(mi, cg, root), 0);
+    /* A cgroup whose folder is not there: no limit, no error. */
+    put("mountinfo", v2_mount);
+    put("cgroup", "0::/gone/away\n");
+    assert_int_equal(limit(), 0);
+}
+
+static void test_usable(void **state)
+{
+    (void)state;
+    int n = topo_usable_cpus();
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_true(n >= 1);
+    assert_true(online < 1 || n <= online);
+    assert_int_equal(topo_usable_cpus(), n); /* cached */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_v2_nested, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_v2_unlimited, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_v2_container, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing, setup, teardown),
+        cmocka_unit_test(test_usable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
