@@ -284,8 +284,7 @@ int main(int argc, char **argv)
     }
     topo_print(t, stdout);
     if (!file) /* of this process, not of the machine a file describes */
-        printf("usable CPUs: %d of %ld online (affinity mask and cgroup CPU quota)\n", topo_usable_cpus(),
-               sysconf(_SC_NPROCESSORS_ONLN));
+        printf("usable CPUs: %d of %d online (cgroup CPU quota)\n", topo_usable_cpus(), topo_online_cpus());
     if (ranks > 0) {
         printf("\nlocal rank affinity (%d ranks)\n%-6s %-8s %-8s %-10s %s\n", ranks, "rank", "gpu", "numa", "nic",
                "cpus");

@@ -207,17 +207,20 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
     /* Ranks of other nodes may still share our cores (CCL_HOSTID, network
      * namespaces): the wait policy counts everyone on this kernel, twice
      * when each also runs a busy net proxy thread. */
-    int cores_shared_by = 0;
+    int cores_shared_by = 0, host_shared_by = comm->nlocal;
     for (int i = 0; i < comm->nranks; i++)
         cores_shared_by += comm->bs.peers[i].kernelid == me.kernelid;
     comm->kernel_ranks = cores_shared_by;
-    if (comm->layout.nnodes > 1)
+    if (comm->layout.nnodes > 1) {
         cores_shared_by *= 2;
-    comm->spin = wait_spin_budget(cores_shared_by);
-    comm->yield = wait_yield_budget(cores_shared_by);
-    long ncpu = topo_usable_cpus();
+        host_shared_by *= 2;
+    }
+    /* This host's ranks share its cgroup's CPU quota, if any (cpus.h). */
+    int crowded = topo_cores_crowded(cores_shared_by, host_shared_by);
+    comm->spin = wait_spin_budget(crowded);
+    comm->yield = wait_yield_budget(crowded);
     int64_t help = param_int(PARAM_COPY_HELP);
-    comm->copy_help = help >= 2 || (help == 1 && ncpu > 0 && cores_shared_by <= ncpu);
+    comm->copy_help = help >= 2 || (help == 1 && !crowded);
     CCL_TRY(comm_agree_fifo(comm));
     CCL_TRY(connect_mesh(comm));
     CCL_TRY(connect_net(comm));

@@ -90,19 +90,23 @@ static void tuner_net_from_topo(const topo_t *topo, int local_rank, int nlocal, 
 void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
                        tune_links_t *out)
 {
-    long ncpu = topo_usable_cpus();
+    long ncpu = topo_online_cpus();
     memset(out, 0, sizeof *out);
     if (kernel_ranks < nlocal)
         kernel_ranks = nlocal;
     /* This node's share of the machine's cores (fake nodes and network
      * namespaces share one machine), as the wait policy counts them. */
     out->cores = ncpu > 0 ? (double)ncpu * nlocal / kernel_ranks : 0;
+    /* ... and no more than its cgroup's CPU quota, which its ranks share. */
+    int quota = topo_cpu_quota();
+    if (quota > 0 && out->cores > quota)
+        out->cores = quota;
     out->single_copy_bytes = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
     int threads = nnodes > 1 ? 2 * kernel_ranks : kernel_ranks;
-    int shared = ncpu > 0 && threads > ncpu;
+    int shared = topo_cores_crowded(threads, nnodes > 1 ? 2 * nlocal : nlocal);
     out->shm_lat = param_num(PARAM_SHM_LAT);
     if (out->shm_lat < 0)
         out->shm_lat = shared ? TUNER_SHM_LAT_SHARED : TUNER_SHM_LAT_CORE;

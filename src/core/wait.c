@@ -7,7 +7,6 @@
 #include "core/wait.h"
 #include "core/err.h"
 #include "core/param.h"
-#include "topo/cpus.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -94,30 +93,28 @@ int wait_poll_cap_ms(int ms)
     return wait_cancel_flag && ms > WAIT_CANCEL_POLL_MS ? WAIT_CANCEL_POLL_MS : ms;
 }
 
-int wait_spin_budget(int nlocal)
+int wait_spin_budget(int crowded)
 {
     int64_t forced = param_int(PARAM_SPIN);
     if (forced >= 0)
         return (int)forced;
-    long ncpu = topo_usable_cpus();
     /* Long enough to catch a peer that is running (a slot copy takes a few
      * us), short enough that a preempted peer costs little before we yield. */
-    return (ncpu > 0 && nlocal <= ncpu) ? 20 : 0;
+    return crowded ? 0 : 20;
 }
 
-int wait_yield_budget(int nlocal)
+int wait_yield_budget(int crowded)
 {
     int64_t forced = param_int(PARAM_YIELD);
     if (forced >= 0)
         return (int)forced;
-    long ncpu = topo_usable_cpus();
     /* With a core per rank, yielding is a cheap way to wait that still lets
      * unrelated work run. With more ranks than cores, yield only briefly:
      * CFS may hand the core straight back to a yielding task, so long yield
      * phases burn slices the awaited rank needs; but sleeping at once lets
      * the vCPU halt, and waking a halted vCPU costs tens of microseconds on
      * a VM. 50 us measured best for 4 and 8 ranks on 2 cores (ccl-perf). */
-    return (ncpu > 0 && nlocal <= ncpu) ? 2000 : 50;
+    return crowded ? 50 : 2000;
 }
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)

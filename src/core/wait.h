@@ -62,9 +62,10 @@ ccl_result_t wait_check_cancel(const char *what);
 /* The longest this thread should sleep in one poll(): `ms`, or less when
  * it is cancellable. */
 int wait_poll_cap_ms(int ms);
-/* Spin and yield budgets (us) for `nlocal` ranks sharing this host's cores. */
-int wait_spin_budget(int nlocal);
-int wait_yield_budget(int nlocal);
+/* Spin and yield budgets (us), `crowded` when ranks outnumber the CPUs
+ * they compete for (topo_cores_crowded). */
+int wait_spin_budget(int crowded);
+int wait_yield_budget(int crowded);
 /* Waits until *word != old. *waiters is raised while sleeping so that
  * wait_wake() only pays for a syscall when someone sleeps. Keep *waiters
  * off the line of *word: the waker reads it right after storing *word, and

@@ -11,7 +11,6 @@
 #include "topo/cpus.h"
 
 #include <limits.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +69,22 @@ static long cpus_walk_up(char *dir, size_t top_len, int v2)
     }
 }
 
+/* mountinfo writes space, tab, newline and backslash in paths as \ooo. */
+static void cpus_unescape(char *s)
+{
+    char *out = s;
+    for (const char *in = s; *in; out++) {
+        if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' && in[2] >= '0' && in[2] <= '7' && in[3] >= '0' &&
+            in[3] <= '7') {
+            *out = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+            in += 4;
+        } else {
+            *out = *in++;
+        }
+    }
+    *out = '\0';
+}
+
 /* Whether a comma-separated list holds `word`. */
 static int cpus_has_word(const char *list, const char *word)
 {
@@ -122,18 +137,27 @@ int topo_cgroup_cpu_limit(const char *mountinfo, const char *cgroup, const char 
         if (!dash || sscanf(line, "%*s %*s %*s %4095s %4095s", root, mnt) != 2 ||
             sscanf(dash + 3, "%63s %*s %511s", fstype, super) != 2)
             continue;
+        cpus_unescape(root);
+        cpus_unescape(mnt);
         int v2 = strcmp(fstype, "cgroup2") == 0;
         if (!(v2 && have_v2) && !(strcmp(fstype, "cgroup") == 0 && have_v1 && cpus_has_word(super, "cpu")))
             continue;
         const char *path = v2 ? v2_path : v1_path;
         /* A container's mount shows its own cgroup as the root: the part
-         * of the path below it is what lies under the mount point. */
+         * of the path below it is what lies under the mount point. A path
+         * outside the mount's root (or climbing out with "..", as a
+         * process outside its cgroup namespace sees it) is not under this
+         * mount at all: its limits are not ours to read. */
         size_t rl = strlen(root);
-        const char *rel = "";
+        const char *rel;
         if (strcmp(root, "/") == 0)
             rel = path;
         else if (strncmp(path, root, rl) == 0 && (path[rl] == '/' || path[rl] == '\0'))
             rel = path + rl;
+        else
+            continue;
+        if (strstr(rel, "/..") != NULL)
+            continue;
         char dir[CPUS_PATH_MAX];
         int top = snprintf(dir, sizeof dir, "%s%s", prefix, mnt);
         if (top < 0 || (size_t)top >= sizeof dir)
@@ -147,31 +171,37 @@ int topo_cgroup_cpu_limit(const char *mountinfo, const char *cgroup, const char 
     return best > INT_MAX ? INT_MAX : (int)best;
 }
 
-static int cpus_compute(void)
+int topo_cpu_quota(void)
+{
+    /* Racing first callers compute the same value; no lock needed. -1:
+     * not read yet (0 is "no quota"). */
+    static atomic_int cached = -1;
+    int q = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (q < 0) {
+        q = topo_cgroup_cpu_limit("/proc/self/mountinfo", "/proc/self/cgroup", "");
+        atomic_store_explicit(&cached, q, memory_order_relaxed);
+    }
+    return q;
+}
+
+int topo_online_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1)
-        n = 1;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) {
-        int a = CPU_COUNT(&set);
-        if (a > 0 && a < n)
-            n = a;
-    }
-    int q = topo_cgroup_cpu_limit("/proc/self/mountinfo", "/proc/self/cgroup", "");
-    if (q > 0 && q < n)
-        n = q;
-    return n > INT_MAX ? INT_MAX : (int)n;
+    return n < 1 ? 1 : n > INT_MAX ? INT_MAX : (int)n;
 }
 
 int topo_usable_cpus(void)
 {
-    /* Racing first callers compute the same value; no lock needed. */
-    static atomic_int cached;
-    int n = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (n == 0) {
-        n = cpus_compute();
-        atomic_store_explicit(&cached, n, memory_order_relaxed);
-    }
-    return n;
+    int n = topo_online_cpus(), q = topo_cpu_quota();
+    return q > 0 && q < n ? q : n;
+}
+
+int topo_crowded(int kernel_ranks, int host_ranks, int online, int quota)
+{
+    return kernel_ranks > online || (quota > 0 && host_ranks > quota);
+}
+
+int topo_cores_crowded(int kernel_ranks, int host_ranks)
+{
+    return topo_crowded(kernel_ranks, host_ranks, topo_online_cpus(), topo_cpu_quota());
 }

@@ -1,13 +1,15 @@
 /*
- * test_cpus.c - the CPUs a process may use (src/topo/cpus.c).
+ * test_cpus.c - the CPUs a host's ranks may use (src/topo/cpus.c).
  *
  * topo_cgroup_cpu_limit reads a fake /proc/self/mountinfo, /proc/self/cgroup
  * and cgroup tree written here under a temporary folder: cgroup v2 cpu.max
  * with a limit on an ancestor and a tighter one below, "max" everywhere, a
- * container whose mount root is its own cgroup, cgroup v1 cpu,cpuacct with
- * cfs quota and period (and a cpuacct-only mount that must not count),
- * unreadable and malformed files. topo_usable_cpus stays between 1 and the
- * online count. A real cgroup quota is checked by tests/run_all.sh
+ * container whose mount root is its own cgroup, a cgroup outside a mount's
+ * root (and climbing out with ".."), escaped mount points, cgroup v1
+ * cpu,cpuacct with cfs quota and period (and a cpuacct-only mount that must
+ * not count), unreadable and malformed files. topo_crowded: the kernel's
+ * ranks against its online CPUs, the host's against its quota.
+ * topo_usable_cpus stays between 1 and the online count. A real cgroup quota is checked by tests/run_all.sh
  * (tools/ccl-info-cgroup), where the machine allows one.
  */
 #include <setjmp.h>
@@ -113,6 +115,51 @@ static void test_v2_container(void **state)
     put("cgroup", "0::/docker/abc/worker\n");
     put("sys/fs/cgroup/worker/cpu.max", "max 100000\n");
     assert_int_equal(limit(), 4);
+    /* Its own limit is found below the mount point, not at /docker/abc/worker. */
+    put("sys/fs/cgroup/worker/cpu.max", "200000 100000\n");
+    put("sys/fs/cgroup/docker/abc/worker/cpu.max", "100000 100000\n");
+    assert_int_equal(limit(), 2);
+}
+
+/* A cgroup that is not under the mount's root, or that climbs out of it
+ * (a process outside its cgroup namespace): that mount says nothing of it. */
+static void test_outside_root(void **state)
+{
+    (void)state;
+    put("mountinfo", "40 30 0:26 /docker/abc /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n");
+    put("sys/fs/cgroup/cpu.max", "100000 100000\n");
+    put("cgroup", "0::/docker/other\n");
+    assert_int_equal(limit(), 0);
+    put("mountinfo", v2_mount);
+    put("cgroup", "0::/../sibling\n");
+    put("sys/fs/cgroup/cpu.max", "max 100000\n");
+    put("sys/fs/sibling/cpu.max", "100000 100000\n");
+    assert_int_equal(limit(), 0);
+}
+
+/* mountinfo escapes spaces in paths as \040. */
+static void test_escaped_mount(void **state)
+{
+    (void)state;
+    put("mountinfo", "30 23 0:26 / /cg\\040root rw - cgroup2 cgroup2 rw\n");
+    put("cgroup", "0::/job\n");
+    put("cg root/job/cpu.max", "300000 100000\n");
+    assert_int_equal(limit(), 3);
+}
+
+static void test_crowded(void **state)
+{
+    (void)state;
+    /* No quota: the kernel's ranks against its online CPUs. */
+    assert_false(topo_crowded(2, 2, 2, 0));
+    assert_true(topo_crowded(4, 4, 2, 0));
+    /* One container of 8 ranks limited to 4 CPUs on a 64-CPU machine. */
+    assert_true(topo_crowded(8, 8, 64, 4));
+    assert_false(topo_crowded(4, 4, 64, 4));
+    /* 8 containers of one rank, 4 CPUs each, on that machine: each host's
+     * one rank has its quota; the kernel's 8 fit its 64 CPUs. */
+    assert_false(topo_crowded(8, 1, 64, 4));
+    assert_true(topo_crowded(80, 1, 64, 4));
 }
 
 static void test_v1(void **state)
@@ -162,7 +209,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_v2_nested, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_unlimited, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v2_container, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_outside_root, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_escaped_mount, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v1, setup, teardown),
+        cmocka_unit_test(test_crowded),
         cmocka_unit_test_setup_teardown(test_missing, setup, teardown),
         cmocka_unit_test(test_usable),
     };
