@@ -1,5 +1,5 @@
 /*
- * cpus.c - how many CPUs this process may really use (cpus.h).
+ * cpus.c - how many CPUs a host's ranks may really use (cpus.h).
  *
  * The cgroup quota is found the way the kernel exposes it: /proc/self/cgroup
  * names the process's cgroup per hierarchy, /proc/self/mountinfo where each
