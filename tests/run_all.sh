@@ -188,6 +188,11 @@ run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESH
 # cores, where it is off by default), from 2 ranks (scatter, gather and
 # broadcast have an idle side there).
 run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_COPY_HELP=2" test_colls 2 3 4
+# A 2-rank broadcast's root out of place there copies into both ranks'
+# buffers with its reader (the reference's twin); with streaming stores
+# too (dev_copy_stream2, at every alignment the cases' misaligned buffers
+# give).
+run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_COPY_HELP=2 CCL_STREAM_THRESHOLD=1K" test_colls 2
 # Allgather read from each block's owner (pairwise), which the tuner picks
 # only from the single-copy size up on 3 ranks and more: every count and
 # placement through the FIFOs, and by reference.

@@ -64,9 +64,18 @@ typedef struct {
     uint32_t lent_pos;
     const char *lent_src;
     size_t lent_len;
+    /* Sender: that reference names a twin (shm_help.h), lent_len bytes of
+     * our own buffer at lent_twin that our drain fills (with the reader,
+     * if it helps); NULL: none. twin_open: the reader may write into it
+     * until that send is drained. */
+    char *lent_twin;
+    int twin_open;
     /* Receiver: we offered the sender the destination of the whole-step
      * reference at head, of this many slices, to copy into; 0: none. */
     uint32_t help_slices;
+    /* Receiver: the sender's twin of that reference, mapped: every slice
+     * we copy goes there too; NULL: none. */
+    char *help_twin;
 } shm_conn_t;
 
 /* A fresh random segment name: prefix followed by 128 random bits. */

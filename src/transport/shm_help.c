@@ -21,21 +21,28 @@ void shm_help_init(shm_help_t *h)
     atomic_store_explicit(&h->state_waiters, 0, memory_order_relaxed);
     atomic_store_explicit(&h->done, 0, memory_order_relaxed);
     atomic_store_explicit(&h->done_waiters, 0, memory_order_relaxed);
+    atomic_store_explicit(&h->reader_done, 0, memory_order_relaxed);
     h->stream = 0;
     memset(&h->dst, 0, sizeof h->dst);
+    memset(&h->twin, 0, sizeof h->twin);
 }
 
-void shm_help_decide(shm_help_t *h, const shm_ref_t *dst, int stream)
+int shm_help_decide(shm_help_t *h, const shm_ref_t *dst, int stream)
 {
+    int closed = 0;
     if (dst) {
         h->dst = *dst;
         h->stream = (uint32_t)stream;
         /* The first slice is ours: the poster, which claims only after
-         * this decision, starts from the other end. */
-        atomic_store_explicit(&h->claims, (uint64_t)1 << 32, memory_order_relaxed);
+         * this decision, starts from the other end. Only a poster that
+         * closed the block (its call failed) has claimed anything yet. */
+        uint64_t none = 0;
+        closed = !atomic_compare_exchange_strong_explicit(&h->claims, &none, (uint64_t)1 << 32,
+                                                          memory_order_acq_rel, memory_order_acquire);
     }
-    atomic_store_explicit(&h->state, dst ? SHM_HELP_OFFERED : SHM_HELP_DECLINED, memory_order_release);
+    atomic_store_explicit(&h->state, dst && !closed ? SHM_HELP_OFFERED : SHM_HELP_DECLINED, memory_order_release);
     wait_wake(&h->state, &h->state_waiters);
+    return !closed;
 }
 
 int shm_help_reader_claim(shm_help_t *h, uint32_t k, uint32_t n)
@@ -72,6 +79,25 @@ uint32_t shm_help_close(shm_help_t *h, uint32_t n)
                                                   memory_order_acq_rel, memory_order_acquire))
         ;
     return (uint32_t)w;
+}
+
+uint32_t shm_help_poster_close(shm_help_t *h, uint32_t n)
+{
+    uint64_t w = atomic_load_explicit(&h->claims, memory_order_acquire);
+    for (;;) {
+        uint32_t front = (uint32_t)(w >> 32), back = (uint32_t)w;
+        uint32_t all = front + back >= n ? back : n - front;
+        /* A block nobody claimed from yet gets a count of n, which no
+         * reader's offer can overwrite (shm_help_decide). */
+        if (atomic_compare_exchange_weak_explicit(&h->claims, &w, ((uint64_t)front << 32) | all,
+                                                  memory_order_acq_rel, memory_order_acquire))
+            return front;
+    }
+}
+
+void shm_help_reader_done(shm_help_t *h)
+{
+    atomic_fetch_add_explicit(&h->reader_done, 1, memory_order_release);
 }
 
 void shm_help_poster_done(shm_help_t *h)

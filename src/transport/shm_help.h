@@ -15,6 +15,15 @@
  * ranks on two cores a broadcast, scatter or gather then copies on both
  * cores instead of one.
  *
+ * Twin: a poster that must also copy the same bytes into a buffer of its
+ * own (a broadcast root out of place: send to receive buffer) names that
+ * buffer in the block. A reader that offers its destination maps the twin
+ * too, and whoever copies a slice writes it to both places, reading it
+ * once (dev_copy_stream2). The poster then has no copy of its own to make
+ * before it helps. A poster whose call fails closes the block from its
+ * side (shm_help_poster_close) and waits for the reader's slice in flight,
+ * so that nothing writes into its buffer after it returns.
+ *
  * Layout: the help block sits SHM_HELP_OFFSET bytes into the slot, after
  * the shm_ref_t, one cache line per word that the two sides write.
  */
@@ -37,9 +46,11 @@ typedef struct {
     _Atomic uint32_t state; /* SHM_HELP_*, written once by the reader */
     uint32_t stream;        /* the reader writes its results non-temporally: so does the poster */
     shm_ref_t dst;          /* the reader's destination for the whole step (when OFFERED) */
+    alignas(64) shm_ref_t twin; /* the poster's own destination of the same bytes; len 0: none */
     alignas(64) _Atomic uint32_t state_waiters;
     alignas(64) _Atomic uint32_t done; /* slices the poster finished copying */
     alignas(64) _Atomic uint32_t done_waiters;
+    alignas(64) _Atomic uint32_t reader_done; /* twin: slices the reader finished copying */
 } shm_help_t;
 
 #define SHM_HELP_OFFSET 64
@@ -55,8 +66,9 @@ static inline shm_help_t *shm_help_of(void *slot)
 /* Poster, before it publishes the slot. */
 void shm_help_init(shm_help_t *h);
 /* Reader, at its first slice: offers its destination (dst != NULL) or
- * declines, and wakes a poster that waits for the decision. */
-void shm_help_decide(shm_help_t *h, const shm_ref_t *dst, int stream);
+ * declines, and wakes a poster that waits for the decision. Returns 0 when
+ * it had to decline an offer because the poster closed the block first. */
+int shm_help_decide(shm_help_t *h, const shm_ref_t *dst, int stream);
 /* Reader, at slice k of n, in order: 1 when it copies slice k itself, 0
  * when the poster took it (then so are all later ones). */
 int shm_help_reader_claim(shm_help_t *h, uint32_t k, uint32_t n);
@@ -67,6 +79,14 @@ int shm_help_poster_claim(shm_help_t *h, uint32_t n, uint32_t *slice);
  * so the poster claims no more, and returns how many the poster took (the
  * reader then waits for those it has not finished). */
 uint32_t shm_help_close(shm_help_t *h, uint32_t n);
+/* Poster whose call failed: takes every slice the reader has not, so the
+ * reader claims no more (nor offers any, if it has not decided yet), and
+ * returns how many the reader took (the poster then waits for the
+ * reader_done count of a twin). */
+uint32_t shm_help_poster_close(shm_help_t *h, uint32_t n);
+/* Reader with a twin, after copying a claimed slice (its stores visible
+ * first). */
+void shm_help_reader_done(shm_help_t *h);
 /* Poster, after copying a claimed slice (its stores visible first). */
 void shm_help_poster_done(shm_help_t *h);
 /* Reader, after its last slice: how many slices the poster took (final

@@ -464,6 +464,46 @@ static int helper_death_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
+/* A 2-rank broadcast out of place on ccl_mem_alloc buffers: the root's
+ * whole-step reference names its receive buffer as a twin, and the root
+ * and rank 1 each copy slices into both ranks' receive buffers (rank 1
+ * from the front, the root from the back). CCL_FAULT kills one of them
+ * mid-way: rank 1 (the victim 1) at its 8th slice, after it claimed it and
+ * before it copied it, or the root (victim 0) at its first slice copied
+ * for both. The survivor must fail, not return with slices the dead rank
+ * claimed unwritten, nor wait for them beyond its timeout. */
+static int twin_death_body(tst_ctx_t *ctx, void *arg)
+{
+    int victim = *(const int *)arg;
+    note_shm_before(ctx);
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_case_t c = {.coll = TST_BROADCAST, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)8 << 20) + 3,
+                    .seed = tst_case_seed(base_seed, 2, 0, 37, 37), .root = 0};
+    tst_bufs_t b;
+    tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
+    tst_set_case(ctx, victim ? "twin death: broadcast, the reader dies while it copies for both"
+                             : "twin death: broadcast, the root dies while it copies for both");
+    double t0 = tst_now();
+    ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL); /* the victim dies in here */
+    double dt = tst_now() - t0;
+    if (ctx->rank != victim) {
+        if (rc == CCL_SUCCESS)
+            tst_fail(ctx, "twin death: rank %d's broadcast succeeded although rank %d died copying into it",
+                     ctx->rank, victim);
+        tst_note_killed(ctx, victim);
+        printf("  twin death (rank %d killed), rank %d after %.2f s: %s: %s\n", victim, ctx->rank, dt,
+               ccl_get_error_string(rc), ccl_get_last_error(comm));
+    } else {
+        tst_fail(ctx, "twin death: rank %d returned (%s) instead of being killed inside the call", victim,
+                 ccl_get_error_string(rc));
+    }
+    fflush(stdout);
+    tst_case_release(&b);
+    abort_broken(ctx, comm, "twin death");
+    check_shm_clean(ctx, "twin death");
+    return 0;
+}
+
 /* ccl reads CCL_* once per process, so scenarios that need their own
  * (single copy from 1 KiB, the kill) run in a fresh process:
  * `test_fault <scenario>` with that environment (NAME=value words). */
@@ -507,9 +547,32 @@ static int run_helper_death(const char *self)
     return run_reexec(self, "helper-death", env);
 }
 
+static int run_twin_death(const char *self)
+{
+    printf("2-rank broadcast by reference, root and reader both copying into both buffers, one dies:\n");
+    fflush(stdout);
+    /* 128 KiB slots: the step is 257 slices. The root counts its 257 (its
+     * reference goes once), then the first it copies for both. */
+    static const char *const root_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
+                                           "CCL_FAULT=kill:rank=0:op=1:slice=258", "CCL_BUFFSIZE=1M",
+                                           "CCL_NSLOTS=8", NULL};
+    static const char *const reader_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
+                                             "CCL_FAULT=kill:rank=1:op=1:slice=8", "CCL_BUFFSIZE=1M",
+                                             "CCL_NSLOTS=8", NULL};
+    return run_reexec(self, "twin-death-0", root_env) + run_reexec(self, "twin-death-1", reader_env);
+}
+
 int main(int argc, char **argv)
 {
     int failed = 0;
+    if (argc == 2 && strncmp(argv[1], "twin-death-", 11) == 0) {
+        static int victim;
+        victim = argv[1][11] == '0' ? 0 : 1;
+        setenv("CCL_TIMEOUT", "30", 0);
+        base_seed = tst_seed("test_fault");
+        tst_sigkill_ok_rank = victim;
+        return tst_run_ranks("fault-twin-death", 2, 90, twin_death_body, &victim) != 0;
+    }
     if (argc == 2 && strcmp(argv[1], "forward-death") == 0) {
         setenv("CCL_TIMEOUT", "30", 0);
         base_seed = tst_seed("test_fault");
@@ -541,6 +604,7 @@ int main(int argc, char **argv)
     failed += tst_run_ranks("fault-abort-queued", 2, 90, abort_queued_body, NULL) != 0;
     failed += run_forward_death(argv[0]);
     failed += run_helper_death(argv[0]);
+    failed += run_twin_death(argv[0]);
     /* Death at several points of the shared-memory setup. The delays only
      * bound a victim that never gets there (it dies waiting after init). */
     static const death_point_t deaths[] = {{3000000, 1}, {3000000, 4}, {3000000, 6},

@@ -11,7 +11,8 @@
  * sources must stay unchanged); integer wraparound of sum and prod at the
  * type's edges; avg as sum followed by dev_postop's division by nranks (C
  * integer division for integer types), and dev_postop being a no-op for the
- * other ops and for one rank; dev_copy_stream + dev_copy_fence for every
+ * other ops and for one rank; dev_copy_stream (and dev_copy_stream2, to
+ * two places) + dev_copy_fence for every
  * destination and source misalignment 0..63 and every length 0..600, plus
  * large copies, with the bytes around the destination left untouched.
  *
@@ -1615,6 +1616,44 @@ static void test_copy_stream_large(void **state)
     free(sregion);
 }
 
+/* Two destinations at every mix of alignments: equal ones take the fused
+ * loop (one read, two streaming stores), unequal ones two copies. */
+static void test_copy_stream2(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {0, 1, 63, 64, 255, 256, 257, 4095, 65536 + 63, (1u << 20) + 7};
+    static const size_t mis[] = {0, 1, 13, 63};
+    const size_t maxlen = (1u << 20) + 7;
+    const size_t span = 64 + 64 + maxlen + 64;
+    unsigned char *d1 = aligned_alloc(64, (span + 63) & ~(size_t)63);
+    unsigned char *d2 = aligned_alloc(64, (span + 63) & ~(size_t)63);
+    unsigned char *src = aligned_alloc(64, (64 + maxlen + 63) & ~(size_t)63);
+    assert_non_null(d1);
+    assert_non_null(d2);
+    assert_non_null(src);
+    fill_copy_source(src, 64 + maxlen, 99);
+    size_t failures = 0;
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (size_t a = 0; a < sizeof mis / sizeof mis[0]; a++)
+            for (size_t b = 0; b < sizeof mis / sizeof mis[0]; b++)
+                for (size_t sm = 0; sm < 8; sm += 7) {
+                    size_t o1 = 64 + mis[a], o2 = 64 + mis[b];
+                    memset(d1, GUARD_BYTE, span);
+                    memset(d2, GUARD_BYTE, span);
+                    dev_copy_stream2(d1 + o1, d2 + o2, src + sm, lens[l]);
+                    dev_copy_fence();
+                    int rc1 = check_copy(d1, span, o1, src + sm, lens[l]);
+                    int rc2 = check_copy(d2, span, o2, src + sm, lens[l]);
+                    if ((rc1 || rc2) && failures++ < 10)
+                        print_error("copy2 len=%zu dst%%64=%zu,%zu src%%64=%zu: %d %d\n", lens[l], mis[a],
+                                    mis[b], sm, rc1, rc2);
+                }
+    free(d1);
+    free(d2);
+    free(src);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     memset(guard_ref, GUARD_BYTE, sizeof guard_ref);
@@ -1655,6 +1694,7 @@ int main(void)
         cmocka_unit_test(test_simd_levels_postop_premul),
         cmocka_unit_test(test_copy_stream_small_all_alignments),
         cmocka_unit_test(test_copy_stream_large),
+        cmocka_unit_test(test_copy_stream2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

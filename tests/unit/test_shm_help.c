@@ -9,7 +9,11 @@
  * for 1 to 512 slices. The poster's count the reader waits for must be
  * the number it really took. A reader that closes the block (its call
  * failed) must see the poster take nothing after the close, and the
- * poster can never take the first slice, which the offer reserves.
+ * poster can never take the first slice, which the offer reserves. A
+ * poster that closes the block (its call failed, and the reader writes
+ * into its twin) must see the reader write nothing once the reader_done
+ * count it waits for is reached, whenever the close comes, even before
+ * the reader's offer.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,12 +178,100 @@ static void test_poster_alone_leaves_first_slice(void **state)
     free(help);
 }
 
+typedef struct {
+    shm_help_t *help;
+    uint32_t n;
+    _Atomic int marks[MAX_SLICES];
+    _Atomic int doubles;
+    int snapshot[MAX_SLICES]; /* the marks when the poster would return */
+    uint32_t poster_took, front;
+    _Atomic int closed;
+    unsigned seed;
+} close_trial_t;
+
+static void close_mark(close_trial_t *t, uint32_t slice, int who)
+{
+    if (atomic_exchange(&t->marks[slice], who) != 0)
+        atomic_fetch_add(&t->doubles, 1);
+}
+
+/* The poster: maybe takes a few slices, then fails and closes. */
+static void *closing_poster_main(void *arg)
+{
+    close_trial_t *t = arg;
+    unsigned seed = t->seed * 11 + 3;
+    jitter(&seed);
+    int helps = rand_r(&seed) % 3;
+    uint32_t k;
+    for (int i = 0; i < helps && atomic_load(&t->help->state) == SHM_HELP_OFFERED &&
+                    shm_help_poster_claim(t->help, t->n, &k);
+         i++) {
+        close_mark(t, k, 2);
+        t->poster_took++;
+        shm_help_poster_done(t->help);
+    }
+    t->front = shm_help_poster_close(t->help, t->n);
+    atomic_store(&t->closed, 1);
+    while (atomic_load_explicit(&t->help->reader_done, memory_order_acquire) < t->front)
+        sched_yield();
+    for (uint32_t i = 0; i < t->n; i++)
+        t->snapshot[i] = atomic_load(&t->marks[i]);
+    return NULL;
+}
+
+static void test_poster_close_stops_reader(void **state)
+{
+    (void)state;
+    uint32_t declined = 0, offered = 0;
+    for (unsigned s = 0; s < 300; s++) {
+        shm_help_t *help = aligned_alloc(64, (sizeof(shm_help_t) + 63) / 64 * 64);
+        close_trial_t *t = calloc(1, sizeof *t);
+        assert_non_null(help);
+        assert_non_null(t);
+        shm_help_init(help);
+        t->help = help;
+        t->n = 2 + s % 100;
+        t->seed = s;
+        pthread_t poster;
+        assert_int_equal(pthread_create(&poster, NULL, closing_poster_main, t), 0);
+        unsigned rseed = s * 5 + 1;
+        jitter(&rseed);
+        while (s % 4 == 0 && !atomic_load(&t->closed)) /* every fourth: the close comes first */
+            sched_yield();
+        shm_ref_t dst = {.magic = SHM_REF_MAGIC, .len = t->n};
+        uint32_t mine = 0;
+        if (shm_help_decide(help, &dst, 0)) {
+            offered++;
+            for (uint32_t k = 0; k < t->n && shm_help_reader_claim(help, k, t->n); k++) {
+                jitter(&rseed);
+                close_mark(t, k, 1);
+                mine++;
+                shm_help_reader_done(help);
+            }
+        } else {
+            declined++;
+            assert_int_equal(atomic_load(&help->state), SHM_HELP_DECLINED);
+        }
+        pthread_join(poster, NULL);
+        assert_int_equal(atomic_load(&t->doubles), 0);
+        assert_int_equal(mine, t->front); /* the reader copied exactly what the poster waited for */
+        for (uint32_t k = 0; k < t->n; k++)
+            assert_int_equal(atomic_load(&t->marks[k]), t->snapshot[k]); /* nothing after that */
+        free(t);
+        free(help);
+    }
+    /* Both orders happened, or the test checked less than it says. */
+    assert_true(declined > 0);
+    assert_true(offered > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_slice_once),
         cmocka_unit_test(test_close_stops_poster),
         cmocka_unit_test(test_poster_alone_leaves_first_slice),
+        cmocka_unit_test(test_poster_close_stops_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
