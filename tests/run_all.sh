@@ -193,15 +193,22 @@ run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESH
 # too (dev_copy_stream2, at every alignment the cases' misaligned buffers
 # give).
 run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_COPY_HELP=2 CCL_STREAM_THRESHOLD=1K" test_colls 2
+# Registered buffers on even ranks only: a reader whose buffer is not
+# registered declines help, and the poster then makes its twin's copy
+# alone.
+run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_COPY_HELP=2" test_colls 2 3 4
 # Allgather read from each block's owner (pairwise), which the tuner picks
 # only from the single-copy size up on 3 ranks and more: every count and
 # placement through the FIFOs, and by reference.
 # The single-copy variants above now get pairwise on 3 ranks and more, so
 # the ring by reference runs here; pairwise by reference with the poster
-# copying too (CCL_COPY_HELP=2: every rank is reader and poster); grouped
+# copying too (CCL_COPY_HELP=2: every rank is reader and poster, and its
+# own block's copy goes with its first reader's, the twin), also with
+# registered buffers on even ranks only (readers that decline); grouped
 # with every other collective and send/recv.
 run_variant "CCL_ALGO=allgather:pairwise" test_allgather
 run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_COPY_HELP=2 CCL_ALGO=allgather:pairwise" test_allgather
+run_variant "CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K CCL_COPY_HELP=2 CCL_ALGO=allgather:pairwise" test_allgather
 run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=allgather:ring" test_allgather
 run_variant "CCL_ALGO=allgather:pairwise" test_groups
 # Algorithms that only allreduce has (rank counts around powers of two).

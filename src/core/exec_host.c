@@ -181,9 +181,10 @@ typedef struct {
     mem_ref_t send_ref, recv_ref;
     int sent_refs;   /* the call must drain its sends before returning */
     int sole_call;   /* the only call of the run: its steps alone use their connections */
-    /* The local copy step that our whole-step reference's twin replaces
-     * (shm_help.h): the drain makes it, with the reader; -1: none. */
-    int twin_step;
+    /* The local copy step that the twin of our whole-step reference of
+     * step twin_send replaces (shm_help.h): the drain makes it, with the
+     * reader; -1: none. */
+    int twin_step, twin_send;
     char *twin_dst;  /* ... and where it writes */
     const sched_t *sched;
     ccl_result_t res; /* why a slice failed */
@@ -415,7 +416,7 @@ _Static_assert(SHM_HELP_SLOT_MIN <= 4096, "the smallest slot comm_agree_fifo all
  * whole-step one (len > nbytes) carries a help block: we may copy part of
  * it into the reader's buffer in our drain (exec_help). */
 static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_send, const char *data, size_t len,
-                          size_t nbytes)
+                          size_t nbytes, int twin)
 {
     if (x->stream_out)
         dev_copy_fence(); /* streamed stores visible before the peer reads them */
@@ -429,7 +430,7 @@ static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_se
             sc->lent_src = data;
             sc->lent_len = len;
         }
-        if (x->twin_step >= 0 && from_send) {
+        if (twin) {
             help->twin = exec_make_ref(x, 0, x->twin_dst, len);
             sc->lent_twin = x->twin_dst;
             sc->twin_open = (int)((len + nbytes - 1) / nbytes);
@@ -494,6 +495,8 @@ static ccl_result_t exec_help_wait(exec_ctx_t *x, const sched_step_t *st, shm_co
     wait_policy_t pol = {exec_wait_check, &ctx, x->comm->spin, x->comm->yield};
     for (;;) {
         uint32_t done = atomic_load_explicit(&help->done, memory_order_acquire);
+        if (done & SHM_HELP_CLOSED)
+            CCL_FAIL(CCL_ERR_REMOTE, "rank %d stopped copying into our buffer: its call failed", st->recv_peer);
         if (done >= want)
             break;
         CCL_TRY(wait_change(&help->done, done, &help->done_waiters, &pol));
@@ -505,12 +508,16 @@ out:
 }
 
 /* After our call failed: wait until a peer copying into our buffer has
- * finished the `want` slices it took (*count), or died, or a few seconds
- * passed, so that nothing writes into the buffer once we return. */
+ * finished the `want` slices it took (*count), or said it copies no more
+ * (SHM_HELP_CLOSED), or died, or a few seconds passed, so that nothing
+ * writes into the buffer once we return. */
 static void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint32_t *count, uint32_t want)
 {
     uint64_t start = wait_now_ns();
-    while (atomic_load_explicit(count, memory_order_acquire) < want) {
+    for (;;) {
+        uint32_t n = atomic_load_explicit(count, memory_order_acquire);
+        if (n >= want || (n & SHM_HELP_CLOSED))
+            break;
         if (wait_now_ns() - start > 3000000000ull || exec_pid_dead((pid_t)comm->bs.peers[peer].pid)) {
             LOG_WARN(SUB_COLL, "rank %d did not finish copying into our buffer after our call failed", peer);
             break;
@@ -530,7 +537,7 @@ static void exec_help_abandon(struct ccl_comm *comm, int peer)
     uint32_t want = shm_help_close(help, rc->help_slices);
     rc->help_slices = 0;
     if (rc->help_twin) /* we write no more into the poster's twin: it need not wait for us */
-        atomic_store_explicit(&help->reader_done, UINT32_MAX, memory_order_release);
+        atomic_store_explicit(&help->reader_done, UINT32_MAX, memory_order_release); /* has SHM_HELP_CLOSED */
     rc->help_twin = NULL;
     exec_wait_copier(comm, peer, &help->done, want);
 }
@@ -579,7 +586,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     int whole_out = exec_sends_whole(x, st, sc, total);
     if (whole_out && k > 0) {
         if (fault_armed)
-            fault_on_slice(comm); /* injected faults count slices alike either way */
+            CCL_TRY(fault_on_slice(comm)); /* injected faults count slices alike either way */
         return 1;
     }
     if (rc && !shm_recv_ready(rc))
@@ -616,7 +623,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     if (sc && !shm_send_ready(sc))
         return 0;
     if (fault_armed)
-        fault_on_slice(comm);
+        CCL_TRY(fault_on_slice(comm));
     if (sc)
         CCL_TRY(shm_send_wait(sc, &now, &out));
     /* Both ends cut a step into the same slices: another length means the
@@ -665,7 +672,8 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         shm_send_post(sc, SHM_SLOT_REF, nbytes);
         x->sent_refs = 1;
     } else if (sc && by_ref) {
-        exec_post_ref(x, sc, out, from_send, ref_data, whole_out ? total : nbytes, nbytes);
+        exec_post_ref(x, sc, out, from_send, ref_data, whole_out ? total : nbytes, nbytes,
+                      whole_out && st - x->sched->steps == x->twin_send);
     } else if (sc) {
         shm_send_post(sc, SHM_SLOT_DATA, nbytes);
     }
@@ -678,31 +686,46 @@ out:
     return 1;
 }
 
-/* A 2-rank broadcast's root out of place sends its whole buffer by
- * reference and copies it into its receive buffer: that copy becomes the
- * reference's twin (shm_help.h), made in our drain together with the
- * reader, each slice read once for both buffers. Only where the reader
- * ends the chain (2 ranks): a forwarding reader declines help, and we
- * would have waited for its answer to start our copy. */
+/* A rank that sends its whole input by reference and also copies it into
+ * its own receive buffer (a broadcast's root out of place, every rank of a
+ * pairwise allgather for its own block) makes that copy the reference's
+ * twin (shm_help.h): its drain makes it together with the reader, each
+ * slice read once for both buffers. Only where the reader's step is a
+ * plain receive, which offers help: the end of a broadcast chain (2 ranks;
+ * a forwarding reader declines, and we would have waited for its answer
+ * to start our copy) and pairwise's independent receives. Of several sends
+ * of the block (pairwise on 3 ranks or more) the first one's reader
+ * shares the copy. */
 static void exec_twin_init(exec_ctx_t *x)
 {
     const sched_t *s = x->sched;
     const coll_args_t *a = x->args;
-    if (!x->comm->copy_help || a->coll != SCHED_BROADCAST || x->comm->nranks != 2 || s->nsteps != 2 ||
-        !x->recv_reg || a->premul)
+    int reader_receives = a->coll == SCHED_BROADCAST ? x->comm->nranks == 2
+                                                     : a->coll == SCHED_ALLGATHER && s->steps_independent;
+    if (!x->comm->copy_help || !reader_receives || !x->recv_reg || a->premul)
         return;
-    const sched_step_t *send = &s->steps[0], *copy = &s->steps[1];
-    size_t total = send->count * x->esz;
-    const shm_conn_t *sc = send->send_peer >= 0 ? &x->comm->send_conns[send->send_peer] : NULL;
-    if (copy->action != SCHED_COPY || copy->src_buf != SCHED_BUF_SEND || copy->dst_buf != SCHED_BUF_RECV ||
-        copy->src_off != send->src_off || copy->count != send->count || !sc || !sc->fifo ||
-        !exec_sends_whole(x, send, sc, total))
+    int copy = -1, send = -1;
+    for (int i = 0; i < s->nsteps; i++) {
+        const sched_step_t *st = &s->steps[i];
+        if (st->action == SCHED_COPY && st->src_buf == SCHED_BUF_SEND && st->dst_buf == SCHED_BUF_RECV)
+            copy = copy == -1 ? i : -2; /* one copy of the input, or none of this */
+    }
+    if (copy < 0)
         return;
-    char *dst = exec_buf(a, SCHED_BUF_RECV, copy->dst_off, x->esz);
-    const char *src = exec_buf(a, SCHED_BUF_SEND, copy->src_off, x->esz);
-    if (dst == src)
-        return; /* in place: no copy to make */
-    x->twin_step = 1;
+    const sched_step_t *c = &s->steps[copy];
+    for (int i = 0; i < s->nsteps && send < 0; i++) {
+        const sched_step_t *st = &s->steps[i];
+        const shm_conn_t *sc = st->send_peer >= 0 ? &x->comm->send_conns[st->send_peer] : NULL;
+        if (st->action == SCHED_SEND && st->src_buf == SCHED_BUF_SEND && st->src_off == c->src_off &&
+            st->count == c->count && sc && sc->fifo && exec_sends_whole(x, st, sc, st->count * x->esz))
+            send = i;
+    }
+    char *dst = exec_buf(a, SCHED_BUF_RECV, c->dst_off, x->esz);
+    const char *src = exec_buf(a, SCHED_BUF_SEND, c->src_off, x->esz);
+    if (send < 0 || dst == src)
+        return; /* no such send, or in place: no copy to make */
+    x->twin_step = copy;
+    x->twin_send = send;
     x->twin_dst = dst;
 }
 
@@ -710,7 +733,7 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
 {
     *x = (exec_ctx_t){.comm = comm, .args = a, .esz = dev_dtype_size(a->dtype), .scratch = comm->scratch,
                       .premul_buf = (char *)comm->scratch + comm->slot_size, .sole_call = sole_call,
-                      .twin_step = -1, .sched = sched};
+                      .twin_step = -1, .twin_send = -1, .sched = sched};
     size_t send_bytes = a->send_bytes, recv_bytes = a->recv_bytes;
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
     if (sched->no_refs)
@@ -804,7 +827,7 @@ static ccl_result_t exec_help(struct ccl_comm *comm, int p)
     while (shm_help_poster_claim(help, n, &k)) {
         size_t off = (size_t)k * slot, len = total - off < slot ? total - off : slot;
         if (fault_armed)
-            fault_on_slice(comm);
+            CCL_TRY(fault_on_slice(comm));
         if (twin) {
             exec_twin_copy(base + off, twin + off, src + off, len);
         } else if (stream) {

@@ -16,16 +16,16 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef enum { FAULT_KILL, FAULT_DELAY, FAULT_DROP, FAULT_CORRUPT, FAULT_STALL } fault_kind_t;
+typedef enum { FAULT_KILL, FAULT_DELAY, FAULT_DROP, FAULT_CORRUPT, FAULT_STALL, FAULT_FAIL, FAULT_KINDS } fault_kind_t;
 
-static const char *const fault_names[] = {"kill", "delay", "drop", "corrupt", "stall"};
+static const char *const fault_names[] = {"kill", "delay", "drop", "corrupt", "stall", "fail"};
 
 typedef struct {
     fault_kind_t kind;
     int rank;      /* -1: every rank */
     uint64_t op;   /* the call it fires at; 0 with delay: every call */
     int64_t ms;
-    int64_t slice; /* kill: at the call's slice-th slice instead of after ms */
+    int64_t slice; /* kill: at the call's slice-th slice instead of after ms; fail: there */
     _Atomic int fired;
 } fault_t;
 
@@ -42,12 +42,12 @@ static int fault_parse_one(char *text, fault_t *f)
 {
     char *save = NULL, *tok = strtok_r(text, ":", &save);
     int k;
-    for (k = 0; k < 5; k++)
+    for (k = 0; k < FAULT_KINDS; k++)
         if (tok && strcmp(tok, fault_names[k]) == 0)
             break;
-    if (k == 5) {
-        snprintf(fault_parse_err, sizeof fault_parse_err, "unknown action '%s' (kill, delay, drop, corrupt, stall)",
-                 tok ? tok : "");
+    if (k == FAULT_KINDS) {
+        snprintf(fault_parse_err, sizeof fault_parse_err,
+                 "unknown action '%s' (kill, delay, drop, corrupt, stall, fail)", tok ? tok : "");
         return -1;
     }
     *f = (fault_t){.kind = (fault_kind_t)k, .rank = -1, .op = k == FAULT_DELAY ? 0 : 1, .ms = 0};
@@ -65,13 +65,17 @@ static int fault_parse_one(char *text, fault_t *f)
             f->op = (uint64_t)v;
         else if (strcmp(tok, "ms") == 0 && v >= 0)
             f->ms = v;
-        else if (strcmp(tok, "slice") == 0 && v >= 1 && k == FAULT_KILL)
+        else if (strcmp(tok, "slice") == 0 && v >= 1 && (k == FAULT_KILL || k == FAULT_FAIL))
             f->slice = v;
         else {
             snprintf(fault_parse_err, sizeof fault_parse_err, "field %s=%lld of %s: unknown key or bad value "
-                     "(rank>=-1, op>=0, ms>=0; slice>=1 with kill)", tok, v, fault_names[k]);
+                     "(rank>=-1, op>=0, ms>=0; slice>=1 with kill or fail)", tok, v, fault_names[k]);
             return -1;
         }
+    }
+    if (k == FAULT_FAIL && !f->slice) {
+        snprintf(fault_parse_err, sizeof fault_parse_err, "fail needs slice>=1");
+        return -1;
     }
     if (f->slice && f->ms) {
         snprintf(fault_parse_err, sizeof fault_parse_err, "kill takes ms or slice, not both");
@@ -129,20 +133,26 @@ static void fault_sleep_ms(int64_t ms)
         ;
 }
 
-/* A kill at a slice: the comm whose call it waits in, and the slices that
- * call still moves before it. A timed kill can miss a call that ends early
- * (on a fast machine); this one always lands inside it. */
+/* A kill or failure at a slice: the comm whose call it waits in, and the
+ * slices that call still moves before it. A timed kill can miss a call
+ * that ends early (on a fast machine); this one always lands inside it. */
 static struct ccl_comm *_Atomic fault_slice_comm;
 static _Atomic int64_t fault_slices_left;
+static _Atomic int fault_slice_fails; /* fail, not kill */
 
-void fault_on_slice(struct ccl_comm *comm)
+ccl_result_t fault_on_slice(struct ccl_comm *comm)
 {
     if (atomic_load_explicit(&fault_slice_comm, memory_order_relaxed) != comm)
-        return;
-    if (atomic_fetch_sub(&fault_slices_left, 1) == 1) {
-        LOG_WARN(SUB_ALL, "CCL_FAULT: kill on rank %d now, inside the call", comm->rank);
-        raise(SIGKILL);
+        return CCL_SUCCESS;
+    if (atomic_fetch_sub(&fault_slices_left, 1) != 1)
+        return CCL_SUCCESS;
+    if (atomic_load(&fault_slice_fails)) {
+        atomic_store(&fault_slice_comm, NULL);
+        return err_set(CCL_ERR_INTERNAL, "CCL_FAULT: failure injected on rank %d at this slice", comm->rank);
     }
+    LOG_WARN(SUB_ALL, "CCL_FAULT: kill on rank %d now, inside the call", comm->rank);
+    raise(SIGKILL);
+    return CCL_SUCCESS;
 }
 
 static void *fault_killer(void *arg)
@@ -179,9 +189,11 @@ void fault_before_call(struct ccl_comm *comm, uint64_t seq)
                      comm->rank, (unsigned long long)seq, f->slice ? "slice" : "ms", (long long)(f->slice ? f->slice : f->ms),
                      f->kind == FAULT_DELAY && f->op == 0 ? ", and at every call after it" : "");
         switch (f->kind) {
+        case FAULT_FAIL:
         case FAULT_KILL: {
             if (f->slice) {
                 atomic_store(&fault_slices_left, f->slice);
+                atomic_store(&fault_slice_fails, f->kind == FAULT_FAIL);
                 atomic_store(&fault_slice_comm, comm);
                 break;
             }

@@ -10,6 +10,9 @@
  *   kill:rank=R:op=N[:ms=M]    SIGKILL rank R M ms after it starts its N-th call
  *   kill:rank=R:op=N:slice=K   ... or when that call moves its K-th slice (always
  *                              inside the call, however fast the machine)
+ *   fail:rank=R:op=N:slice=K   rank R's N-th call fails there (CCL_ERR_INTERNAL),
+ *                              its process alive: a failure a peer sees only
+ *                              through what the failing rank does about it
  *   delay:rank=R[:op=N]:ms=M   sleep M ms before call N (every call if op=0)
  *   drop:rank=R:op=N           at call N, rank R drops its network connections
  *   corrupt:rank=R:op=N        flip one byte of rank R's result of call N
@@ -36,8 +39,9 @@ ccl_result_t fault_init(void);
 extern int fault_armed;
 /* At the start of call `seq` on comm: kill, delay, drop, stall. */
 void fault_before_call(struct ccl_comm *comm, uint64_t seq);
-/* Each slice a host call moves (exec_host.c); fires kill:slice=K. */
-void fault_on_slice(struct ccl_comm *comm);
+/* Each slice a host call moves (exec_host.c); fires kill:slice=K, and
+ * returns fail:slice=K's error (message set). */
+ccl_result_t fault_on_slice(struct ccl_comm *comm);
 /* After call `seq` succeeded: corrupt its result (recvbuf, bytes). */
 void fault_after_call(struct ccl_comm *comm, uint64_t seq, void *recvbuf, size_t bytes);
 

@@ -90,8 +90,11 @@ uint32_t shm_help_poster_close(shm_help_t *h, uint32_t n)
         /* A block nobody claimed from yet gets a count of n, which no
          * reader's offer can overwrite (shm_help_decide). */
         if (atomic_compare_exchange_weak_explicit(&h->claims, &w, ((uint64_t)front << 32) | all,
-                                                  memory_order_acq_rel, memory_order_acquire))
+                                                  memory_order_acq_rel, memory_order_acquire)) {
+            atomic_fetch_or_explicit(&h->done, SHM_HELP_CLOSED, memory_order_release);
+            wait_wake(&h->done, &h->done_waiters);
             return front;
+        }
     }
 }
 

@@ -48,10 +48,14 @@ typedef struct {
     shm_ref_t dst;          /* the reader's destination for the whole step (when OFFERED) */
     alignas(64) shm_ref_t twin; /* the poster's own destination of the same bytes; len 0: none */
     alignas(64) _Atomic uint32_t state_waiters;
-    alignas(64) _Atomic uint32_t done; /* slices the poster finished copying */
+    alignas(64) _Atomic uint32_t done; /* slices the poster finished copying, | SHM_HELP_CLOSED */
     alignas(64) _Atomic uint32_t done_waiters;
     alignas(64) _Atomic uint32_t reader_done; /* twin: slices the reader finished copying */
 } shm_help_t;
+
+/* In `done`: the poster closed the block (its call failed) and copies no
+ * more; the slices it took from the reader then stay unwritten. */
+#define SHM_HELP_CLOSED (1u << 31)
 
 #define SHM_HELP_OFFSET 64
 _Static_assert(sizeof(shm_ref_t) <= SHM_HELP_OFFSET, "the help block follows the reference in its slot");
@@ -79,10 +83,12 @@ int shm_help_poster_claim(shm_help_t *h, uint32_t n, uint32_t *slice);
  * so the poster claims no more, and returns how many the poster took (the
  * reader then waits for those it has not finished). */
 uint32_t shm_help_close(shm_help_t *h, uint32_t n);
-/* Poster whose call failed: takes every slice the reader has not, so the
- * reader claims no more (nor offers any, if it has not decided yet), and
- * returns how many the reader took (the poster then waits for the
- * reader_done count of a twin). */
+/* Poster whose call failed, copying no more: takes every slice the reader
+ * has not, so the reader claims no more (nor offers any, if it has not
+ * decided yet), marks `done` closed (waking a reader that waits for it:
+ * its call must fail, as those slices stay unwritten), and returns how
+ * many slices the reader took (the poster then waits for the reader_done
+ * count of a twin). */
 uint32_t shm_help_poster_close(shm_help_t *h, uint32_t n);
 /* Reader with a twin, after copying a claimed slice (its stores visible
  * first). */

@@ -412,7 +412,8 @@ int tst_sweep_body(tst_ctx_t *ctx, void *arg)
                             .root = roots[(d + o + c + inplace) % nroots],
                             .null_unused = (k >> 2) & 1,
                         };
-                        tst_run_case(ctx, comm, &tc, cfg->use_ccl_mem);
+                        /* 2: only even ranks' buffers registered */
+                        tst_run_case(ctx, comm, &tc, cfg->use_ccl_mem == 2 ? ctx->rank % 2 == 0 : cfg->use_ccl_mem);
                     }
                 }
             }
@@ -469,7 +470,8 @@ int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw)
     tst_coll_t colls[TST_NUM_COLLS];
     tst_sweep_cfg_t *cfg = &sw->cfg;
     cfg->seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
-    cfg->use_ccl_mem = tst_env_long("CCL_TEST_CCL_MEM", 0) != 0;
+    long mem = tst_env_long("CCL_TEST_CCL_MEM", 0);
+    cfg->use_ccl_mem = mem == 2 ? 2 : mem != 0;
     sw->ncolls = filter_colls(sw, colls);
     sw->colls = colls;
     const int *ranks = cfg->use_ccl_mem ? mem_ranks : sw->ranks ? sw->ranks : default_ranks;
@@ -479,7 +481,9 @@ int tst_sweep_main(const char *name, int argc, char **argv, tst_sweep_t *sw)
                                      : (int)(sizeof default_ranks / sizeof default_ranks[0]);
     int failed = 0;
     printf("test_%s: seed %llu%s\n", name, (unsigned long long)cfg->seed,
-           cfg->use_ccl_mem ? ", ccl_mem_alloc buffers" : "");
+           cfg->use_ccl_mem == 2 ? ", ccl_mem_alloc buffers on even ranks"
+           : cfg->use_ccl_mem    ? ", ccl_mem_alloc buffers"
+                                 : "");
     for (int k = 0; k < nlist; k++) {
         int n = argc > 1 ? atoi(argv[k + 1]) : ranks[k];
         failed += tst_run_ranks(name, n, sw->timeout_s ? sw->timeout_s : 60, tst_sweep_body, sw) != 0;

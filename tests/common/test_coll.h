@@ -93,7 +93,7 @@ void tst_run_case(tst_ctx_t *ctx, ccl_comm_t comm, const tst_case_t *c, int use_
 /* What the collective sweeps read from the environment. */
 typedef struct {
     uint64_t seed;   /* CCL_TEST_SEED (default 12345) */
-    int use_ccl_mem; /* CCL_TEST_CCL_MEM=1: buffers from ccl_mem_alloc */
+    int use_ccl_mem; /* CCL_TEST_CCL_MEM=1: buffers from ccl_mem_alloc; 2: on even ranks only */
 } tst_sweep_cfg_t;
 
 /* A sweep over collectives x every dtype x every op (reducing collectives)

@@ -12,7 +12,9 @@
  *   CCL_TEST_CCL_MEM=1               buffers from ccl_mem_alloc (with low
  *                                    CCL_SINGLE_COPY_THRESHOLD: the single-copy path);
  *                                    default ranks then 2 3 4 5 (an allocation per
- *                                    case costs first-touch time on every rank)
+ *                                    case costs first-touch time on every rank);
+ *                                    2: on even ranks only (registered buffers
+ *                                    whose peers' are not)
  */
 #include "test_coll.h"
 

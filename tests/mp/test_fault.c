@@ -477,7 +477,7 @@ static int twin_death_body(tst_ctx_t *ctx, void *arg)
     int victim = *(const int *)arg;
     note_shm_before(ctx);
     ccl_comm_t comm = tst_comm_init(ctx);
-    tst_case_t c = {.coll = TST_BROADCAST, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)8 << 20) + 3,
+    tst_case_t c = {.coll = TST_BROADCAST, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)32 << 20) + 3,
                     .seed = tst_case_seed(base_seed, 2, 0, 37, 37), .root = 0};
     tst_bufs_t b;
     tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
@@ -501,6 +501,62 @@ static int twin_death_body(tst_ctx_t *ctx, void *arg)
     tst_case_release(&b);
     abort_broken(ctx, comm, "twin death");
     check_shm_clean(ctx, "twin death");
+    return 0;
+}
+
+static uint64_t sum_words(const void *p, size_t bytes)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        uint64_t w;
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* The twin broadcast again, but the victim's call fails at that slice
+ * with its process alive (CCL_FAULT=fail), so death cannot end the
+ * others' waits: the root failing while it copies for both must not keep
+ * rank 1 waiting for slices it will never copy (that took 3 s, with a
+ * false warning); rank 1 failing must not keep the root. Neither buffer
+ * may change once its owner returned: each rank checks its receive
+ * buffer again after both returned. */
+static int twin_fail_body(tst_ctx_t *ctx, void *arg)
+{
+    int victim = *(const int *)arg;
+    note_shm_before(ctx);
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_case_t c = {.coll = TST_BROADCAST, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)32 << 20) + 3,
+                    .seed = tst_case_seed(base_seed, 2, 0, 41, 41), .root = 0};
+    tst_bufs_t b;
+    tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
+    tst_set_case(ctx, victim ? "twin failure: broadcast, the reader's call fails while it copies for both"
+                             : "twin failure: broadcast, the root's call fails while it copies for both");
+    double t0 = tst_now();
+    ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL); /* the victim's fails in here */
+    double dt = tst_now() - t0;
+    size_t bytes = c.count * sizeof(int32_t);
+    uint64_t sum = sum_words(b.recvp, bytes);
+    printf("  twin failure (rank %d's call fails), rank %d after %.2f s: %s: %s\n", victim, ctx->rank, dt,
+           ccl_get_error_string(rc), ccl_get_last_error(comm));
+    fflush(stdout);
+    if (ctx->rank == victim && rc != CCL_ERR_INTERNAL)
+        tst_fail(ctx, "twin failure: rank %d's call returned %s, not the injected failure", victim,
+                 ccl_get_error_string(rc));
+    if (ctx->rank != victim && rc == CCL_SUCCESS)
+        tst_fail(ctx, "twin failure: rank %d's broadcast succeeded although rank %d's failed copying into it",
+                 ctx->rank, victim);
+    if (ctx->rank != victim && dt > 2.5)
+        tst_fail(ctx, "twin failure: rank %d took %.2f s to fail (a wait for slices nobody copies)", ctx->rank,
+                 dt);
+    tst_barrier(ctx); /* both returned */
+    if (sum_words(b.recvp, bytes) != sum)
+        tst_fail(ctx, "twin failure: rank %d's receive buffer changed after its call returned", ctx->rank);
+    tst_case_release(&b);
+    abort_broken(ctx, comm, "twin failure");
+    check_shm_clean(ctx, "twin failure");
     return 0;
 }
 
@@ -551,15 +607,30 @@ static int run_twin_death(const char *self)
 {
     printf("2-rank broadcast by reference, root and reader both copying into both buffers, one dies:\n");
     fflush(stdout);
-    /* 128 KiB slots: the step is 257 slices. The root counts its 257 (its
-     * reference goes once), then the first it copies for both. */
+    /* 128 KiB slots: the step is 1025 slices (long enough that the root,
+     * which has nothing else to do, gets some before the reader is through
+     * on a loaded machine too). The root counts its 1025 (its reference
+     * goes once), then the first it copies for both. */
     static const char *const root_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                           "CCL_FAULT=kill:rank=0:op=1:slice=258", "CCL_BUFFSIZE=1M",
+                                           "CCL_FAULT=kill:rank=0:op=1:slice=1026", "CCL_BUFFSIZE=1M",
                                            "CCL_NSLOTS=8", NULL};
     static const char *const reader_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
                                              "CCL_FAULT=kill:rank=1:op=1:slice=8", "CCL_BUFFSIZE=1M",
                                              "CCL_NSLOTS=8", NULL};
     return run_reexec(self, "twin-death-0", root_env) + run_reexec(self, "twin-death-1", reader_env);
+}
+
+static int run_twin_fail(const char *self)
+{
+    printf("2-rank broadcast by reference, root and reader both copying into both buffers, one's call fails:\n");
+    fflush(stdout);
+    static const char *const root_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
+                                           "CCL_FAULT=fail:rank=0:op=1:slice=1026", "CCL_BUFFSIZE=1M",
+                                           "CCL_NSLOTS=8", NULL};
+    static const char *const reader_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
+                                             "CCL_FAULT=fail:rank=1:op=1:slice=8", "CCL_BUFFSIZE=1M",
+                                             "CCL_NSLOTS=8", NULL};
+    return run_reexec(self, "twin-fail-0", root_env) + run_reexec(self, "twin-fail-1", reader_env);
 }
 
 int main(int argc, char **argv)
@@ -572,6 +643,13 @@ int main(int argc, char **argv)
         base_seed = tst_seed("test_fault");
         tst_sigkill_ok_rank = victim;
         return tst_run_ranks("fault-twin-death", 2, 90, twin_death_body, &victim) != 0;
+    }
+    if (argc == 2 && strncmp(argv[1], "twin-fail-", 10) == 0) {
+        static int victim;
+        victim = argv[1][10] == '0' ? 0 : 1;
+        setenv("CCL_TIMEOUT", "30", 0);
+        base_seed = tst_seed("test_fault");
+        return tst_run_ranks("fault-twin-fail", 2, 90, twin_fail_body, &victim) != 0;
     }
     if (argc == 2 && strcmp(argv[1], "forward-death") == 0) {
         setenv("CCL_TIMEOUT", "30", 0);
@@ -605,6 +683,7 @@ int main(int argc, char **argv)
     failed += run_forward_death(argv[0]);
     failed += run_helper_death(argv[0]);
     failed += run_twin_death(argv[0]);
+    failed += run_twin_fail(argv[0]);
     /* Death at several points of the shared-memory setup. The delays only
      * bound a victim that never gets there (it dies waiting after init). */
     static const death_point_t deaths[] = {{3000000, 1}, {3000000, 4}, {3000000, 6},
