@@ -198,10 +198,10 @@ run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESH
 # alone.
 run_variant "CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_COPY_HELP=2" test_colls 2 3 4
 # Allgather read from each block's owner (pairwise), which the tuner picks
-# only from the single-copy size up on 3 ranks and more: every count and
-# placement through the FIFOs, and by reference.
-# The single-copy variants above now get pairwise on 3 ranks and more, so
-# the ring by reference runs here; pairwise by reference with the poster
+# only from the single-copy size up: every count and placement through the
+# FIFOs, and by reference.
+# The single-copy variants above now get pairwise, so the ring by
+# reference runs here; pairwise by reference with the poster
 # copying too (CCL_COPY_HELP=2: every rank is reader and poster, and its
 # own block's copy goes with its first reader's, the twin), also with
 # registered buffers on even ranks only (readers that decline); grouped

@@ -102,8 +102,11 @@
  * waits for n-2 other ranks to be scheduled. Measured, not modelled
  * (perf/RESULTS.md, "Allgather pairwise"): at 3, 4 and 8 ranks on the
  * 2-core VM pairwise is modelled at this share of the ring's cost there;
- * elsewhere it has no cost (only CCL_ALGO picks it), and on 2 ranks the two
- * schedules are the same steps. */
+ * elsewhere it has no cost (only CCL_ALGO picks it). On 2 ranks the two
+ * schedules are the same steps, but only pairwise's are independent,
+ * which lets a rank's own block go to its buffer and its peer's in one
+ * pass (the twin, shm_help.h): 1.4-2x the ring there out of place
+ * (perf/RESULTS.md, "Broadcast and allgather twin"). */
 #define TUNE_AG_PAIRWISE_FACTOR 0.7
 /* One end (send or receive) of a slice crossing nodes, where cores are
  * shared: core time per slice and per byte. From the 4 nodes x 2 ranks
@@ -534,7 +537,7 @@ static double tune_pairwise(const tune_ev_t *e)
     int n = e->n, net = e->nn > 1;
     if (e->coll == SCHED_ALLGATHER) {
         size_t sc = m->link.single_copy_bytes;
-        if (net || n < 3 || sc == 0 || e->size < (double)sc)
+        if (net || n < 2 || sc == 0 || e->size < (double)sc)
             return INFINITY; /* not modelled: runs only when CCL_ALGO asks for it */
         return TUNE_AG_PAIRWISE_FACTOR * tune_ring(e);
     }

@@ -70,6 +70,9 @@ typedef struct {
      * until that send is drained. */
     char *lent_twin;
     int twin_open;
+    /* Sender: the reader posts to us as we post to it (an allgather):
+     * it copies every slice itself, and we only wait (shm_help.h). */
+    int lent_exchange;
     /* Receiver: we offered the sender the destination of the whole-step
      * reference at head, of this many slices, to copy into; 0: none. */
     uint32_t help_slices;

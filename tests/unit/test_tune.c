@@ -184,8 +184,8 @@ static void test_single_host_picks(void **state)
     assert_int_equal(pick(&m4, SCHED_GATHER, 64 * MiB), ALGO_PAIRWISE);
     assert_int_equal(pick(&m4, SCHED_P2P_SEND, 8), ALGO_PAIRWISE);
     /* Allgather reads blocks from their owners (pairwise) on one host from
-     * the single-copy size up, on 3 ranks and more; the ring elsewhere, and
-     * pairwise only where CCL_ALGO asks for it. */
+     * the single-copy size up, 2 ranks included (the twin); the ring
+     * elsewhere, and pairwise only where CCL_ALGO asks for it. */
     for (int n = 2; n <= 8; n++) {
         for (int nodes = 1; nodes <= 2; nodes++) {
             tune_model_t mg;
@@ -197,7 +197,7 @@ static void test_single_host_picks(void **state)
             assert_int_equal(tune_layout_blocked(n, nodes, &glay), CCL_SUCCESS);
             assert_int_equal(tune_model_init(&mg, &gl, n, &glay), CCL_SUCCESS);
             tune_layout_free(&glay);
-            int reads = nodes == 1 && n > 2;
+            int reads = nodes == 1;
             assert_int_equal(pick(&mg, SCHED_ALLGATHER, 64 * MiB), reads ? ALGO_PAIRWISE : ALGO_RING);
             assert_int_equal(pick(&mg, SCHED_ALLGATHER, 16 * MiB), reads ? ALGO_PAIRWISE : ALGO_RING);
             assert_int_equal(pick(&mg, SCHED_ALLGATHER, 8 * MiB), ALGO_RING);
