@@ -129,6 +129,8 @@ static ccl_result_t coll_run_one(coll_args_t *a)
         CCL_TRY(coll_schedule(comm, a, algo, &comm->sched));
         res = exec_host_run(&job, 1, &failed);
     }
+    if (fault_armed)
+        fault_run_done(comm);
     if (res == CCL_SUCCESS && !a->internal && (fault_armed || comm->verify_every)) {
         fault_after_call(comm, seq, a->recvbuf, a->recv_bytes);
         verify = verify_due(comm, a);
@@ -240,6 +242,8 @@ static ccl_result_t coll_run_group(const coll_args_t *in, int ncalls)
         }
     }
     res = exec_host_run(jobs, njobs, &failed);
+    for (int j = 0; fault_armed && j < njobs; j++)
+        fault_run_done(jobs[j].comm);
 broken:
     if (res != CCL_SUCCESS) {
         for (int j = 0; j < njobs; j++) {

@@ -431,6 +431,7 @@ static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_se
             sc->lent_len = len;
         }
         sc->lent_exchange = x->args->coll == SCHED_ALLGATHER;
+        sc->lent_stream = x->stream_out;
         if (twin) {
             help->twin = exec_make_ref(x, 0, x->twin_dst, len);
             sc->lent_twin = x->twin_dst;
@@ -533,34 +534,61 @@ static void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint
 }
 
 /* Our call failed while a poster may still copy into our buffer: take the
- * slices left so that it claims no more, and let it finish the one it is
- * in (a poster that died or stopped is not waited for: a few seconds at
- * most), so that nothing writes into the buffer once we return. */
-static void exec_help_abandon(struct ccl_comm *comm, int peer)
+ * slices left so that it claims no more; exec_abandon_wait then lets it
+ * finish the one it is in. */
+static void exec_help_close(struct ccl_comm *comm, int peer)
 {
     shm_conn_t *rc = &comm->recv_conns[peer];
     shm_help_t *help = shm_help_of(shm_slot_at(rc, rc->pos));
-    uint32_t want = shm_help_close(help, rc->help_slices);
+    rc->closing = 1 + shm_help_close(help, rc->help_slices);
     rc->help_slices = 0;
     if (rc->help_twin) /* we write no more into the poster's twin: it need not wait for us */
         atomic_store_explicit(&help->reader_done, UINT32_MAX, memory_order_release); /* has SHM_HELP_CLOSED */
     rc->help_twin = NULL;
-    exec_wait_copier(comm, peer, &help->done, want);
 }
 
 /* Our call failed while a reader may still copy into our twin: take the
- * slices it has not claimed (and stop an offer it has not made yet), and
- * let it finish those it claimed (a reader that died, stopped or failed is
- * not waited for: a few seconds at most), so that nothing writes into our
- * buffer once we return. */
-static void exec_twin_abandon(struct ccl_comm *comm, int peer)
+ * slices it has not claimed (and stop an offer it has not made yet);
+ * exec_abandon_wait then lets it finish those it claimed. */
+static void exec_twin_close(struct ccl_comm *comm, int peer)
 {
     shm_conn_t *sc = &comm->send_conns[peer];
     shm_help_t *help = shm_help_of(shm_slot_at(sc, sc->lent_pos));
-    uint32_t want = shm_help_poster_close(help, (uint32_t)sc->twin_open);
+    sc->closing = 1 + shm_help_poster_close(help, (uint32_t)sc->twin_open);
     sc->twin_open = 0;
     sc->lent_twin = NULL;
-    exec_wait_copier(comm, peer, &help->reader_done, want);
+}
+
+/* A failed call returns only when no peer copies into its buffers any
+ * more (a peer that died or stopped is not waited for: a few seconds at
+ * most). Every block is closed first (exec_abandon_close, on every comm
+ * of the run), then waited for (exec_abandon_wait): two ranks failing at
+ * once each wait for the other's close. */
+static void exec_abandon_close(struct ccl_comm *comm)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        if (comm->send_conns[p].fifo)
+            comm->send_conns[p].lent_len = 0; /* a failed call helps nobody later (exec_help) */
+        if (comm->send_conns[p].fifo && comm->send_conns[p].twin_open)
+            exec_twin_close(comm, p);
+        if (comm->recv_conns[p].fifo && comm->recv_conns[p].help_slices)
+            exec_help_close(comm, p);
+    }
+}
+
+static void exec_abandon_wait(struct ccl_comm *comm)
+{
+    for (int p = 0; p < comm->nranks; p++) {
+        shm_conn_t *sc = &comm->send_conns[p], *rc = &comm->recv_conns[p];
+        if (sc->fifo && sc->closing)
+            exec_wait_copier(comm, p, &shm_help_of(shm_slot_at(sc, sc->lent_pos))->reader_done, sc->closing - 1);
+        if (rc->fifo && rc->closing)
+            exec_wait_copier(comm, p, &shm_help_of(shm_slot_at(rc, rc->pos))->done, rc->closing - 1);
+        if (sc->fifo)
+            sc->closing = 0;
+        if (rc->fifo)
+            rc->closing = 0;
+    }
 }
 
 /* Slice `k` of one step: 1 when it ran, 0 when a connection is not ready
@@ -791,7 +819,7 @@ static int exec_try(void *p, int op, const sched_step_t *st, size_t slice)
 /* Our steps are done but a peer still reads a whole step of our buffer:
  * once it says where the data goes (its first slice), copy slices from
  * the back until we meet it (shm_help.h). A reader whose call fails takes
- * the slices left (exec_help_abandon), which ends this loop. With a twin
+ * the slices left (exec_help_close), which ends this loop. With a twin
  * (our own copy of those bytes) every slice we copy goes there too; if
  * the reader declined, we copy the twin alone. */
 static ccl_result_t exec_help(struct ccl_comm *comm, int p)
@@ -801,7 +829,7 @@ static ccl_result_t exec_help(struct ccl_comm *comm, int p)
     shm_help_t *help = shm_help_of(shm_slot_at(sc, sc->lent_pos));
     const char *src = sc->lent_src;
     char *twin = sc->lent_twin;
-    int exchange = sc->lent_exchange;
+    int exchange = sc->lent_exchange, twin_stream = sc->lent_stream;
     size_t total = sc->lent_len, slot = comm->slot_size;
     sc->lent_len = 0;
     sc->lent_twin = NULL;
@@ -810,8 +838,8 @@ static ccl_result_t exec_help(struct ccl_comm *comm, int p)
     while (atomic_load_explicit(&help->state, memory_order_acquire) == SHM_HELP_UNDECIDED)
         CCL_TRY(wait_change(&help->state, SHM_HELP_UNDECIDED, &help->state_waiters, &pol));
     if (atomic_load_explicit(&help->state, memory_order_acquire) != SHM_HELP_OFFERED) {
-        if (twin && comm->stream_threshold > 0 && total >= comm->stream_threshold)
-            dev_copy_stream(twin, src, total); /* as the copy step would have (exec_ctx_init's stream_out) */
+        if (twin && twin_stream) /* as the copy step would have */
+            dev_copy_stream(twin, src, total);
         else if (twin)
             memcpy(twin, src, total);
         return CCL_SUCCESS;
@@ -840,8 +868,10 @@ static ccl_result_t exec_help(struct ccl_comm *comm, int p)
         return CCL_SUCCESS;
     while (shm_help_poster_claim(help, n, &k)) {
         size_t off = (size_t)k * slot, len = total - off < slot ? total - off : slot;
-        if (fault_armed)
-            CCL_TRY(fault_on_slice(comm));
+        if (fault_armed && (res = fault_on_slice(comm)) != CCL_SUCCESS) {
+            shm_help_poster_close(help, n); /* slice k stays unwritten: the reader must not wait for it */
+            goto out;
+        }
         if (twin) {
             exec_twin_copy(base + off, twin + off, src + off, len);
         } else if (stream) {
@@ -1023,19 +1053,10 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
         }
     }
 out:
-    for (int j = 0; res != CCL_SUCCESS && j < njobs; j++) {
-        /* A failed call helps nobody later (exec_help), and nobody copies
-         * into its buffers after it returns. */
-        struct ccl_comm *comm = jobs[j].comm;
-        for (int p = 0; p < comm->nranks; p++) {
-            if (comm->send_conns[p].fifo)
-                comm->send_conns[p].lent_len = 0;
-            if (comm->send_conns[p].fifo && comm->send_conns[p].twin_open)
-                exec_twin_abandon(comm, p);
-            if (comm->recv_conns[p].fifo && comm->recv_conns[p].help_slices)
-                exec_help_abandon(comm, p);
-        }
-    }
+    for (int j = 0; res != CCL_SUCCESS && j < njobs; j++)
+        exec_abandon_close(jobs[j].comm);
+    for (int j = 0; res != CCL_SUCCESS && j < njobs; j++)
+        exec_abandon_wait(jobs[j].comm);
     for (int j = 0; j < njobs; j++) {
         for (int c = 0; c < jobs[j].ncalls && runs[j].ctx; c++)
             if (runs[j].ctx[c].stream_out) {

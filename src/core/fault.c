@@ -78,7 +78,7 @@ static int fault_parse_one(char *text, fault_t *f)
         return -1;
     }
     if (f->slice && f->ms) {
-        snprintf(fault_parse_err, sizeof fault_parse_err, "kill takes ms or slice, not both");
+        snprintf(fault_parse_err, sizeof fault_parse_err, "%s takes ms or slice, not both", fault_names[k]);
         return -1;
     }
     if (f->op == 0 && f->kind != FAULT_DELAY) {
@@ -153,6 +153,15 @@ ccl_result_t fault_on_slice(struct ccl_comm *comm)
     LOG_WARN(SUB_ALL, "CCL_FAULT: kill on rank %d now, inside the call", comm->rank);
     raise(SIGKILL);
     return CCL_SUCCESS;
+}
+
+void fault_run_done(struct ccl_comm *comm)
+{
+    struct ccl_comm *armed = comm;
+    if (atomic_compare_exchange_strong(&fault_slice_comm, &armed, NULL))
+        LOG_WARN(SUB_ALL, "CCL_FAULT: the %s armed on rank %d did not fire: its call moved %lld slices fewer",
+                 atomic_load(&fault_slice_fails) ? "fail" : "kill", comm->rank,
+                 (long long)atomic_load(&fault_slices_left));
 }
 
 static void *fault_killer(void *arg)

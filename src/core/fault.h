@@ -42,6 +42,10 @@ void fault_before_call(struct ccl_comm *comm, uint64_t seq);
 /* Each slice a host call moves (exec_host.c); fires kill:slice=K, and
  * returns fail:slice=K's error (message set). */
 ccl_result_t fault_on_slice(struct ccl_comm *comm);
+/* After a run of calls on comm (one call, or a group's): a kill or fail
+ * armed at a slice that did not come is dropped, so that it cannot fire
+ * in a later call. */
+void fault_run_done(struct ccl_comm *comm);
 /* After call `seq` succeeded: corrupt its result (recvbuf, bytes). */
 void fault_after_call(struct ccl_comm *comm, uint64_t seq, void *recvbuf, size_t bytes);
 

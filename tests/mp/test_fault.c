@@ -522,37 +522,56 @@ static uint64_t sum_words(const void *p, size_t bytes)
  * rank 1 waiting for slices it will never copy (that took 3 s, with a
  * false warning); rank 1 failing must not keep the root. Neither buffer
  * may change once its owner returned: each rank checks its receive
- * buffer again after both returned. */
+ * buffer again after both returned. The same for a 2-rank gather whose
+ * sender fails at the first slice it copies into the root's buffer
+ * (help without a twin), and for a 2-rank allgather (each rank writes its
+ * peer's block into both buffers) where both calls fail at once (victim
+ * -1): neither may wait for the other to stop writing while the other
+ * waits for it. */
+typedef struct {
+    int victim;
+    tst_coll_t coll;
+} fail_case_t;
+
 static int twin_fail_body(tst_ctx_t *ctx, void *arg)
 {
-    int victim = *(const int *)arg;
+    const fail_case_t *fc = arg;
+    int victim = fc->victim;
     note_shm_before(ctx);
     ccl_comm_t comm = tst_comm_init(ctx);
-    tst_case_t c = {.coll = TST_BROADCAST, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)32 << 20) + 3,
+    int gather = fc->coll == TST_GATHER, both = victim < 0;
+    tst_case_t c = {.coll = fc->coll, .dt = CCL_INT32, .op = CCL_SUM,
+                    .count = fc->coll == TST_BROADCAST ? ((size_t)32 << 20) + 3 : ((size_t)8 << 20) + 3,
                     .seed = tst_case_seed(base_seed, 2, 0, 41, 41), .root = 0};
     tst_bufs_t b;
     tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
-    tst_set_case(ctx, victim ? "twin failure: broadcast, the reader's call fails while it copies for both"
-                             : "twin failure: broadcast, the root's call fails while it copies for both");
+    tst_set_case(ctx, both     ? "twin failure: allgather, both calls fail while they copy for both"
+                      : gather ? "help failure: gather, the sender's call fails while it copies for the root"
+                      : victim ? "twin failure: broadcast, the reader's call fails while it copies for both"
+                               : "twin failure: broadcast, the root's call fails while it copies for both");
     double t0 = tst_now();
     ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL); /* the victim's fails in here */
     double dt = tst_now() - t0;
-    size_t bytes = c.count * sizeof(int32_t);
-    uint64_t sum = sum_words(b.recvp, bytes);
-    printf("  twin failure (rank %d's call fails), rank %d after %.2f s: %s: %s\n", victim, ctx->rank, dt,
+    size_t bytes = c.count * sizeof(int32_t) * ((gather && ctx->rank == 0) || both ? 2 : 1);
+    uint64_t sum = gather && ctx->rank != 0 ? 0 : sum_words(b.recvp, bytes);
+    printf("  %s failure (rank %d's call fails), rank %d after %.2f s: %s: %s\n", gather ? "help" : "twin", victim,
+           ctx->rank, dt,
            ccl_get_error_string(rc), ccl_get_last_error(comm));
     fflush(stdout);
     if (ctx->rank == victim && rc != CCL_ERR_INTERNAL)
         tst_fail(ctx, "twin failure: rank %d's call returned %s, not the injected failure", victim,
                  ccl_get_error_string(rc));
-    if (ctx->rank != victim && rc == CCL_SUCCESS)
+    if (both && (rc == CCL_SUCCESS || dt > 2.5))
+        tst_fail(ctx, "twin failure: rank %d's allgather returned %s after %.2f s, where both failed", ctx->rank,
+                 ccl_get_error_string(rc), dt);
+    if (!both && ctx->rank != victim && rc == CCL_SUCCESS)
         tst_fail(ctx, "twin failure: rank %d's broadcast succeeded although rank %d's failed copying into it",
                  ctx->rank, victim);
-    if (ctx->rank != victim && dt > 2.5)
+    if (!both && ctx->rank != victim && dt > 2.5)
         tst_fail(ctx, "twin failure: rank %d took %.2f s to fail (a wait for slices nobody copies)", ctx->rank,
                  dt);
     tst_barrier(ctx); /* both returned */
-    if (sum_words(b.recvp, bytes) != sum)
+    if ((!gather || ctx->rank == 0) && sum_words(b.recvp, bytes) != sum)
         tst_fail(ctx, "twin failure: rank %d's receive buffer changed after its call returned", ctx->rank);
     tst_case_release(&b);
     abort_broken(ctx, comm, "twin failure");
@@ -630,7 +649,15 @@ static int run_twin_fail(const char *self)
     static const char *const reader_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
                                              "CCL_FAULT=fail:rank=1:op=1:slice=8", "CCL_BUFFSIZE=1M",
                                              "CCL_NSLOTS=8", NULL};
-    return run_reexec(self, "twin-fail-0", root_env) + run_reexec(self, "twin-fail-1", reader_env);
+    static const char *const gather_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
+                                             /* 257 slices of its step, then the first one it helps with */
+                                             "CCL_FAULT=fail:rank=1:op=1:slice=258", "CCL_BUFFSIZE=1M",
+                                             "CCL_NSLOTS=8", NULL};
+    static const char *const both_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
+                                           "CCL_FAULT=fail:op=1:slice=40", "CCL_BUFFSIZE=1M", "CCL_NSLOTS=8",
+                                           NULL};
+    return run_reexec(self, "twin-fail-0", root_env) + run_reexec(self, "twin-fail-1", reader_env) +
+           run_reexec(self, "help-fail-1", gather_env) + run_reexec(self, "ag-fail-both", both_env);
 }
 
 int main(int argc, char **argv)
@@ -644,12 +671,19 @@ int main(int argc, char **argv)
         tst_sigkill_ok_rank = victim;
         return tst_run_ranks("fault-twin-death", 2, 90, twin_death_body, &victim) != 0;
     }
-    if (argc == 2 && strncmp(argv[1], "twin-fail-", 10) == 0) {
-        static int victim;
-        victim = argv[1][10] == '0' ? 0 : 1;
+    if (argc == 2 && (strncmp(argv[1], "twin-fail-", 10) == 0 || strncmp(argv[1], "help-fail-", 10) == 0)) {
+        static fail_case_t fc;
+        fc.victim = argv[1][10] == '0' ? 0 : 1;
+        fc.coll = argv[1][0] == 'h' ? TST_GATHER : TST_BROADCAST;
         setenv("CCL_TIMEOUT", "30", 0);
         base_seed = tst_seed("test_fault");
-        return tst_run_ranks("fault-twin-fail", 2, 90, twin_fail_body, &victim) != 0;
+        return tst_run_ranks("fault-twin-fail", 2, 90, twin_fail_body, &fc) != 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "ag-fail-both") == 0) {
+        static fail_case_t fc = {-1, TST_ALLGATHER};
+        setenv("CCL_TIMEOUT", "30", 0);
+        base_seed = tst_seed("test_fault");
+        return tst_run_ranks("fault-twin-fail", 2, 90, twin_fail_body, &fc) != 0;
     }
     if (argc == 2 && strcmp(argv[1], "forward-death") == 0) {
         setenv("CCL_TIMEOUT", "30", 0);
