@@ -611,15 +611,23 @@ static int run_forward_death(const char *self)
     return run_reexec(self, "forward-death", env);
 }
 
+/* A scenario of the single-copy help path in a fresh process: single copy
+ * from 1 KiB, copy help on, 128 KiB slots, and the given CCL_FAULT. */
+static int run_help_fault(const char *self, const char *scenario, const char *fault)
+{
+    char fault_kv[128];
+    snprintf(fault_kv, sizeof fault_kv, "CCL_FAULT=%s", fault);
+    const char *const env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2", fault_kv, "CCL_BUFFSIZE=1M",
+                               "CCL_NSLOTS=8", NULL};
+    return run_reexec(self, scenario, env);
+}
+
 static int run_helper_death(const char *self)
 {
     printf("gather by reference, the sender dies while it copies part of it into the root's buffer:\n");
     fflush(stdout);
-    static const char *const env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                      /* 257 slices of its step, then the first one it helps with */
-                                      "CCL_FAULT=kill:rank=1:op=1:slice=258", "CCL_BUFFSIZE=1M", "CCL_NSLOTS=8",
-                                      NULL};
-    return run_reexec(self, "helper-death", env);
+    /* 257 slices of its step, then the first one it helps with */
+    return run_help_fault(self, "helper-death", "kill:rank=1:op=1:slice=258");
 }
 
 static int run_twin_death(const char *self)
@@ -630,34 +638,19 @@ static int run_twin_death(const char *self)
      * which has nothing else to do, gets some before the reader is through
      * on a loaded machine too). The root counts its 1025 (its reference
      * goes once), then the first it copies for both. */
-    static const char *const root_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                           "CCL_FAULT=kill:rank=0:op=1:slice=1026", "CCL_BUFFSIZE=1M",
-                                           "CCL_NSLOTS=8", NULL};
-    static const char *const reader_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                             "CCL_FAULT=kill:rank=1:op=1:slice=8", "CCL_BUFFSIZE=1M",
-                                             "CCL_NSLOTS=8", NULL};
-    return run_reexec(self, "twin-death-0", root_env) + run_reexec(self, "twin-death-1", reader_env);
+    return run_help_fault(self, "twin-death-0", "kill:rank=0:op=1:slice=1026") +
+           run_help_fault(self, "twin-death-1", "kill:rank=1:op=1:slice=8");
 }
 
 static int run_twin_fail(const char *self)
 {
     printf("2-rank broadcast by reference, root and reader both copying into both buffers, one's call fails:\n");
     fflush(stdout);
-    static const char *const root_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                           "CCL_FAULT=fail:rank=0:op=1:slice=1026", "CCL_BUFFSIZE=1M",
-                                           "CCL_NSLOTS=8", NULL};
-    static const char *const reader_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                             "CCL_FAULT=fail:rank=1:op=1:slice=8", "CCL_BUFFSIZE=1M",
-                                             "CCL_NSLOTS=8", NULL};
-    static const char *const gather_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                             /* 257 slices of its step, then the first one it helps with */
-                                             "CCL_FAULT=fail:rank=1:op=1:slice=258", "CCL_BUFFSIZE=1M",
-                                             "CCL_NSLOTS=8", NULL};
-    static const char *const both_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_COPY_HELP=2",
-                                           "CCL_FAULT=fail:op=1:slice=40", "CCL_BUFFSIZE=1M", "CCL_NSLOTS=8",
-                                           NULL};
-    return run_reexec(self, "twin-fail-0", root_env) + run_reexec(self, "twin-fail-1", reader_env) +
-           run_reexec(self, "help-fail-1", gather_env) + run_reexec(self, "ag-fail-both", both_env);
+    return run_help_fault(self, "twin-fail-0", "fail:rank=0:op=1:slice=1026") +
+           run_help_fault(self, "twin-fail-1", "fail:rank=1:op=1:slice=8") +
+           /* the gather's sender: 257 slices of its step, then the first one it helps with */
+           run_help_fault(self, "help-fail-1", "fail:rank=1:op=1:slice=258") +
+           run_help_fault(self, "ag-fail-both", "fail:op=1:slice=40");
 }
 
 int main(int argc, char **argv)
