@@ -321,7 +321,9 @@ report() {
     echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) cores; $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo);" \
         "$(ompi_info 2>/dev/null | awk -F': *' '/Open MPI:/ { print "Open MPI " $2; exit }');" \
         "$(ldd --version 2>/dev/null | awk 'NR == 1 { print "glibc " $NF }');" \
-        "THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)."
+        "THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)," \
+        "shared-memory THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)" \
+        "(ccl-info: single copy from 1 MiB where it gives huge pages, else 16 MiB)."
     echo "Load average when started: $LOADAVG."
     echo "Median of $R run(s) per configuration; per size $ITERS timed iterations after $WARMUP warm-up calls,"
     if [ -n "$COLLS" ]; then

@@ -21,6 +21,7 @@
 #include "core/err.h"
 #include "core/param.h"
 #include "topo/cpus.h"
+#include "topo/hugepages.h"
 #include "topo/topo.h"
 #include "topo/tune.h"
 
@@ -283,8 +284,13 @@ int main(int argc, char **argv)
         return 1;
     }
     topo_print(t, stdout);
-    if (!file) /* of this process, not of the machine a file describes */
+    if (!file) { /* of this process, not of the machine a file describes */
+        char thp[32];
+        int huge = topo_shm_huge_pages_at("", thp, sizeof thp);
         printf("usable CPUs: %d of %d online (cgroup CPU quota)\n", topo_usable_cpus(), topo_online_cpus());
+        printf("shared-memory huge pages: %s (shmem_enabled: %s)%s\n", huge ? "yes" : "no", thp,
+               huge ? "" : "; single copy pays from 16 MiB instead of 1-8 MiB (docs/tuning.md)");
+    }
     if (ranks > 0) {
         printf("\nlocal rank affinity (%d ranks)\n%-6s %-8s %-8s %-10s %s\n", ranks, "rank", "gpu", "numa", "nic",
                "cpus");

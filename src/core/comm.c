@@ -234,7 +234,8 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->verify_every = param_int(PARAM_VERIFY) > 0 ? (int)param_int(PARAM_VERIFY) : 0;
     comm->redop_tag = redop_new_tag();
     comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
-    comm->single_copy_threshold = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
+    for (int c = 0; c < SCHED_NUM_COLLS; c++)
+        comm->single_copy_from[c] = tuner_single_copy_bytes(comm, (sched_coll_t)c);
     comm->net_zero_copy_threshold = (size_t)param_int(PARAM_NET_ZERO_COPY_THRESHOLD);
     LOG_INFO(SUB_INIT, "rank %d/%d ready: %d nodes, %d local ranks (local rank %d), %u slots of %zu bytes, spin %d",
              comm->rank, comm->nranks, comm->layout.nnodes, comm->nlocal, comm->local_rank, comm->nslots, comm->slot_size, comm->spin);

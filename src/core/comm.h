@@ -80,7 +80,7 @@ struct ccl_comm {
     int copy_help;           /* CCL_COPY_HELP, settled: we copy part of what peers read from us (shm_help.h) */
     void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
-    size_t single_copy_threshold; /* messages this large may go by reference */
+    size_t single_copy_from[SCHED_NUM_COLLS]; /* calls this large may go by reference (tuner_single_copy_bytes) */
     size_t eng_window;       /* CCL_ENGINE_WINDOW: rounds in flight (eng_job_t.window) */
     size_t net_zero_copy_threshold; /* calls this large send to other hosts from the user buffer */
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
@@ -324,6 +324,10 @@ ccl_result_t tuner_init(struct ccl_comm *comm);
 void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
                        tune_links_t *out);
 algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
+/* From how many bytes per rank a call of coll reads local peers' registered
+ * buffers in place: CCL_SINGLE_COPY_THRESHOLD as the ranks agreed, or
+ * where that is automatic, the figure for this collective; 0: never. */
+size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll);
 /* The modelled time (us) of call a on its comm, with the algorithm the
  * tuner picks for it (ccl_group_simulate_end). */
 double tuner_estimate_us(const coll_args_t *a, int grouped);

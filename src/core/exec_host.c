@@ -784,7 +784,8 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
     x->recv_refs = recv_bytes != 0;
     size_t bytes = send_bytes > recv_bytes ? send_bytes : recv_bytes;
     x->net_refs = comm->net_zero_copy_threshold > 0 && bytes >= comm->net_zero_copy_threshold;
-    if (comm->single_copy_threshold > 0 && bytes >= comm->single_copy_threshold) {
+    size_t single_copy = comm->single_copy_from[a->coll];
+    if (single_copy > 0 && bytes >= single_copy) {
         x->send_reg = x->send_refs && mem_find(a->sendbuf, send_bytes, &x->send_ref);
         x->recv_reg = x->recv_refs && mem_find(a->recvbuf, recv_bytes, &x->recv_ref);
         /* Whole-step references need to know which steps have a

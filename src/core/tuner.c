@@ -20,6 +20,7 @@
 #include "core/param.h"
 #include "device/reduce.h"
 #include "topo/cpus.h"
+#include "topo/hugepages.h"
 #include "topo/topo.h"
 
 #include <math.h>
@@ -51,6 +52,19 @@
  * took 1.5-1.9 ms, ~0.95 ms of it what every algorithm paid there, so
  * 100-150 us a network hop (it was 500 us before that bound existed). */
 #define TUNER_NET_LAT_SHARED 150.0
+/* CCL_SINGLE_COPY_THRESHOLD=-1: where single copy starts to pay in a
+ * benchmark that moves each call to new pages (topo/hugepages.h): 16 MiB
+ * with 4 KiB pages in shared memory. With huge ones, 1 MiB on 2 local
+ * ranks (allgather, broadcast, reduce-scatter: 1.2-2x faster than the
+ * FIFOs at 1-8 MiB) and 8 MiB on more, and for alltoall, which reads only
+ * 1/n of its bytes from each peer and writes nothing twice: at 1-4 MiB
+ * there single copy was as often slower as faster than the FIFOs (still
+ * paying the first use of each huge page of a peer's buffer), from 8 MiB
+ * faster in every run; perf/RESULTS.md "Single copy with shared-memory
+ * huge pages". */
+#define TUNER_SINGLE_COPY_SMALL_PAGES ((size_t)16 << 20)
+#define TUNER_SINGLE_COPY_HUGE_PAGES ((size_t)8 << 20)
+#define TUNER_SINGLE_COPY_HUGE_PAIR ((size_t)1 << 20)
 
 const char *tuner_algo_name(algo_t algo)
 {
@@ -62,7 +76,7 @@ typedef struct {
     double shm_bw, shm_lat, net_bw, net_lat;
     double cores;
     uint64_t single_copy;
-    int32_t bad_algo, pad;
+    int32_t bad_algo, single_copy_auto;
     uint32_t allowed[SCHED_NUM_COLLS];
 } tuner_wire_t;
 
@@ -101,7 +115,14 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
     int quota = topo_cpu_quota();
     if (quota > 0 && out->cores > quota)
         out->cores = quota;
-    out->single_copy_bytes = (size_t)param_int(PARAM_SINGLE_COPY_THRESHOLD);
+    int64_t sc = param_int(PARAM_SINGLE_COPY_THRESHOLD);
+    out->single_copy_auto = sc < 0;
+    if (sc >= 0)
+        out->single_copy_bytes = (size_t)sc;
+    else if (!topo_shm_huge_pages())
+        out->single_copy_bytes = TUNER_SINGLE_COPY_SMALL_PAGES;
+    else
+        out->single_copy_bytes = nlocal == 2 ? TUNER_SINGLE_COPY_HUGE_PAIR : TUNER_SINGLE_COPY_HUGE_PAGES;
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
@@ -144,6 +165,7 @@ static void tuner_local(const struct ccl_comm *comm, tuner_wire_t *w)
     w->net_lat = l.net_lat;
     w->cores = l.cores;
     w->single_copy = l.single_copy_bytes;
+    w->single_copy_auto = l.single_copy_auto;
     char bad[128];
     w->bad_algo = tune_parse_algo(param_str(PARAM_ALGO), w->allowed, bad, sizeof bad);
     static atomic_int warned;
@@ -158,6 +180,14 @@ static void tuner_log_line(void *arg, const char *text)
     LOG_INFO(SUB_TUNING, "%s", text);
 }
 
+size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
+{
+    size_t sc = comm->tune.link.single_copy_bytes;
+    if (coll == SCHED_ALLTOALL && comm->tune.link.single_copy_auto && sc && sc < TUNER_SINGLE_COPY_HUGE_PAGES)
+        return TUNER_SINGLE_COPY_HUGE_PAGES;
+    return sc;
+}
+
 ccl_result_t tuner_init(struct ccl_comm *comm)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -168,7 +198,9 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     tuner_local(comm, &all[comm->rank]);
     CCL_TRY(bs_allgather(&comm->bs, all, sizeof *all));
     /* The slowest figures any rank gave (net ones: of the ranks that had
-     * an opinion); rank 0's CCL_ALGO and CCL_SINGLE_COPY_THRESHOLD. */
+     * an opinion); rank 0's CCL_ALGO and CCL_SINGLE_COPY_THRESHOLD, or
+     * where rank 0 left the threshold automatic, the largest any rank
+     * worked out (a node without huge pages in shared memory). */
     tuner_wire_t agreed = all[0];
     int algo_differs = 0, copy_differs = 0;
     for (int r = 1; r < n; r++) {
@@ -181,7 +213,9 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         if (w->cores > 0 && (agreed.cores <= 0 || w->cores < agreed.cores))
             agreed.cores = w->cores; /* the most crowded node */
         algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
-        copy_differs |= w->single_copy != all[0].single_copy;
+        if (all[0].single_copy_auto && w->single_copy > agreed.single_copy)
+            agreed.single_copy = w->single_copy;
+        copy_differs |= !all[0].single_copy_auto && w->single_copy != all[0].single_copy;
     }
     if (agreed.net_bw <= 0) /* rank 0 of every node had one: cannot happen */
         agreed.net_bw = TUNER_NET_GBPS_DEFAULT / 8 * TUNER_NET_EFFICIENCY;
@@ -202,6 +236,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         .slot_bytes = comm->slot_size,
         .board_bytes = comm->board.hdr ? comm->board.slot_bytes : 0,
         .single_copy_bytes = (size_t)agreed.single_copy,
+        .single_copy_auto = all[0].single_copy_auto,
     };
     CCL_TRY(tune_model_init(&comm->tune, &links, n, &comm->layout));
     memcpy(comm->algo_allowed, agreed.allowed, sizeof comm->algo_allowed);

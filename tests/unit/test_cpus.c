@@ -11,6 +11,12 @@
  * ranks against its online CPUs, the host's against its quota.
  * topo_usable_cpus stays between 1 and the online count. A real cgroup quota is checked by tests/run_all.sh
  * (tools/ccl-info-cgroup), where the machine allows one.
+ *
+ * The other thing a host offers its ranks that the tuner reads from the
+ * kernel, whether shared memory gets huge pages (src/topo/hugepages.c),
+ * from a fake sysfs the same way: the PMD size's own setting, its
+ * "inherit" of the top-level one, a kernel with only the top-level file,
+ * every setting's meaning, and files missing or without a selection.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +31,7 @@
 #include <unistd.h>
 
 #include "topo/cpus.h"
+#include "topo/hugepages.h"
 
 static char root[256];
 
@@ -203,6 +210,58 @@ static void test_usable(void **state)
     assert_int_equal(topo_usable_cpus(), n); /* cached */
 }
 
+#define THP "sys/kernel/mm/transparent_hugepage/"
+
+/* What the fake sysfs under root says: huge pages or not, and the
+ * setting that decided. */
+static void expect_huge(int want, const char *setting)
+{
+    char w[32];
+    assert_int_equal(topo_shm_huge_pages_at(root, w, sizeof w), want);
+    assert_string_equal(w, setting);
+}
+
+static void test_huge_pages(void **state)
+{
+    (void)state;
+    /* Nothing there: unknown, no huge pages. */
+    expect_huge(0, "unknown");
+    /* Only the top-level file (kernels before multi-size THP). */
+    put(THP "shmem_enabled", "always within_size advise [never] deny force\n");
+    expect_huge(0, "never");
+    const char *top[][2] = {{"[always] within_size advise never deny force\n", "always"},
+                            {"always [within_size] advise never deny force\n", "within_size"},
+                            {"always within_size [advise] never deny force\n", "advise"},
+                            {"always within_size advise never [deny] force\n", "deny"},
+                            {"always within_size advise never deny [force]\n", "force"}};
+    for (int i = 0; i < 5; i++) {
+        put(THP "shmem_enabled", top[i][0]);
+        expect_huge(strcmp(top[i][1], "deny") != 0, top[i][1]);
+    }
+    /* Multi-size THP: the PMD size's own file decides unless it inherits. */
+    put(THP "hpage_pmd_size", "2097152\n");
+    put(THP "shmem_enabled", "always within_size advise [never] deny force\n");
+    put(THP "hugepages-2048kB/shmem_enabled", "always [inherit] within_size advise never\n");
+    put(THP "hugepages-64kB/shmem_enabled", "[always] inherit within_size advise never\n"); /* not PMD size */
+    expect_huge(0, "never");
+    put(THP "hugepages-2048kB/shmem_enabled", "always inherit within_size [advise] never\n");
+    expect_huge(1, "advise");
+    put(THP "shmem_enabled", "[always] within_size advise never deny force\n");
+    put(THP "hugepages-2048kB/shmem_enabled", "always inherit within_size advise [never]\n");
+    expect_huge(0, "never");
+    /* Another PMD size (arm64 64K pages: 512 MiB) names another file. */
+    put(THP "hpage_pmd_size", "536870912\n");
+    put(THP "hugepages-524288kB/shmem_enabled", "always [inherit] within_size advise never\n");
+    expect_huge(1, "always");
+    /* A file without a selection counts as unknown. */
+    put(THP "hugepages-524288kB/shmem_enabled", "garbage\n");
+    put(THP "shmem_enabled", "always advise\n");
+    expect_huge(0, "unknown");
+    assert_int_equal(topo_shm_huge_pages_at(root, NULL, 0), 0);
+    /* The real machine: whatever it says, the same twice. */
+    assert_int_equal(topo_shm_huge_pages(), topo_shm_huge_pages_at("", NULL, 0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +274,7 @@ int main(void)
         cmocka_unit_test(test_crowded),
         cmocka_unit_test_setup_teardown(test_missing, setup, teardown),
         cmocka_unit_test(test_usable),
+        cmocka_unit_test_setup_teardown(test_huge_pages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/comm.h"
 #include "core/param.h"
+#include "topo/hugepages.h"
 
 /* Sentinel written into *out before a parse, to see whether it was touched. */
 #define UNTOUCHED ((int64_t)0x5a5a5a5a5a5a5a5aLL)
@@ -158,12 +160,28 @@ static void test_defaults_of_unset_params(void **state)
     assert_int_equal(param_int(PARAM_SPIN), -1);
     /* Tuned thresholds: whatever the table says. */
     assert_int_equal(param_int(PARAM_SINGLE_COPY_THRESHOLD), table_default_int(PARAM_SINGLE_COPY_THRESHOLD));
-    assert_true(param_int(PARAM_SINGLE_COPY_THRESHOLD) > 0);
+    assert_int_equal(param_int(PARAM_SINGLE_COPY_THRESHOLD), -1); /* automatic (tuner.c) */
     assert_string_equal(param_str(PARAM_DEBUG), "WARN");
     assert_string_equal(param_str(PARAM_DEBUG_SUBSYS), "ALL");
     const char *id = param_str(PARAM_COMM_ID);
     assert_non_null(id);
     assert_string_equal(id, "");
+}
+
+/* CCL_SINGLE_COPY_THRESHOLD unset (automatic): what the tuner proposes
+ * for 2 and for 4 local ranks, from this machine's shared-memory THP
+ * setting (test_cpus covers reading it). */
+static void test_single_copy_automatic(void **state)
+{
+    (void)state;
+    tune_links_t two, four;
+    tuner_links_local(NULL, 1, 2, 2, 1, &two);
+    tuner_links_local(NULL, 1, 4, 4, 1, &four);
+    assert_int_equal(two.single_copy_auto, 1);
+    assert_int_equal(four.single_copy_auto, 1);
+    int huge = topo_shm_huge_pages();
+    assert_int_equal(two.single_copy_bytes, huge ? (size_t)1 << 20 : (size_t)16 << 20);
+    assert_int_equal(four.single_copy_bytes, huge ? (size_t)8 << 20 : (size_t)16 << 20);
 }
 
 static void test_set_values_are_read(void **state)
@@ -266,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_parse_num),
         cmocka_unit_test(test_parse_size_suffix_sweep),
         cmocka_unit_test(test_defaults_of_unset_params),
+        cmocka_unit_test(test_single_copy_automatic),
         cmocka_unit_test(test_set_values_are_read),
         cmocka_unit_test(test_empty_value_means_default),
         cmocka_unit_test(test_malformed_int_falls_back_to_default),
