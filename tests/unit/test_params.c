@@ -182,6 +182,27 @@ static void test_single_copy_automatic(void **state)
     int huge = topo_shm_huge_pages();
     assert_int_equal(two.single_copy_bytes, huge ? (size_t)1 << 20 : (size_t)16 << 20);
     assert_int_equal(four.single_copy_bytes, huge ? (size_t)8 << 20 : (size_t)16 << 20);
+
+    /* Per collective, from what the ranks agreed: the huge-page figures
+     * leave allreduce at 16M and raise alltoall to 8M; a figure the user
+     * set applies as it is. */
+    static struct ccl_comm comm;
+    tune_links_t *l = &comm.tune.link;
+    *l = two;
+    l->single_copy_bytes = (size_t)1 << 20;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)1 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)1 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
+    l->single_copy_bytes = (size_t)16 << 20; /* a node without huge pages */
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)16 << 20);
+    l->single_copy_auto = 0;
+    l->single_copy_bytes = (size_t)1 << 20;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)1 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)1 << 20);
+    l->single_copy_bytes = 0;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), 0);
 }
 
 static void test_set_values_are_read(void **state)
