@@ -323,7 +323,7 @@ report() {
         "$(ldd --version 2>/dev/null | awk 'NR == 1 { print "glibc " $NF }');" \
         "THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)," \
         "shared-memory THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)" \
-        "(ccl-info: single copy from 1 MiB where it gives huge pages, else 16 MiB)."
+        "(ccl's automatic single-copy size depends on it; ccl-info prints it)."
     echo "Load average when started: $LOADAVG."
     echo "Median of $R run(s) per configuration; per size $ITERS timed iterations after $WARMUP warm-up calls,"
     if [ -n "$COLLS" ]; then
