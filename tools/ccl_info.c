@@ -288,8 +288,9 @@ int main(int argc, char **argv)
         char thp[32];
         int huge = topo_shm_huge_pages_at("", thp, sizeof thp);
         printf("usable CPUs: %d of %d online (cgroup CPU quota)\n", topo_usable_cpus(), topo_online_cpus());
+        int automatic = param_int(PARAM_SINGLE_COPY_THRESHOLD) < 0;
         printf("shared-memory huge pages: %s (shmem_enabled: %s)%s\n", huge ? "yes" : "no", thp,
-               huge ? "" : "; single copy pays from 16 MiB instead of 1-8 MiB (docs/tuning.md)");
+               huge || !automatic ? "" : "; single copy pays from 16 MiB instead of 1-8 MiB (docs/tuning.md)");
     }
     if (ranks > 0) {
         printf("\nlocal rank affinity (%d ranks)\n%-6s %-8s %-8s %-10s %s\n", ranks, "rank", "gpu", "numa", "nic",

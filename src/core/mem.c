@@ -99,8 +99,11 @@ CCL_API ccl_result_t ccl_mem_alloc(void **ptr, size_t size)
     if (size > SIZE_MAX / 2)
         return err_set(CCL_ERR_COUNT_OVERFLOW, "ccl_mem_alloc: size %zu is too large", size);
     /* Huge-page multiples only where a huge page can help; small buffers
-     * round to pages, so that touching them up front stays cheap. */
-    size_t align = size >= MEM_ALIGN ? MEM_ALIGN : 4096;
+     * round to pages, so that touching them up front stays cheap. From
+     * 1 MiB, the smallest automatic single-copy size (core/tuner.c): a
+     * 1.5 MiB buffer that peers read in place gets one huge page, not 384
+     * small ones each faulting in every peer's mapping. */
+    size_t align = size >= MEM_ALIGN / 2 ? MEM_ALIGN : 4096;
     r.len = (size + align - 1) / align * align;
     if (getrandom(&r.id, sizeof r.id, 0) != (ssize_t)sizeof r.id)
         CCL_FAIL(CCL_ERR_SYSTEM, "getrandom failed: %s", strerror(errno));

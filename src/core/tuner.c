@@ -117,12 +117,14 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
         out->cores = quota;
     int64_t sc = param_int(PARAM_SINGLE_COPY_THRESHOLD);
     out->single_copy_auto = sc < 0;
+    /* A rank alone on its node reads no peer in place: it proposes the
+     * smallest figure, so as not to raise that of the nodes that do. */
     if (sc >= 0)
         out->single_copy_bytes = (size_t)sc;
     else if (!topo_shm_huge_pages())
         out->single_copy_bytes = TUNER_SINGLE_COPY_SMALL_PAGES;
     else
-        out->single_copy_bytes = nlocal == 2 ? TUNER_SINGLE_COPY_HUGE_PAIR : TUNER_SINGLE_COPY_HUGE_PAGES;
+        out->single_copy_bytes = nlocal <= 2 ? TUNER_SINGLE_COPY_HUGE_PAIR : TUNER_SINGLE_COPY_HUGE_PAGES;
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
@@ -185,17 +187,24 @@ size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
     size_t sc = comm->tune.link.single_copy_bytes;
     if (!comm->tune.link.single_copy_auto || sc == 0 || sc >= TUNER_SINGLE_COPY_SMALL_PAGES)
         return sc;
-    /* The huge-page figures. Not for allreduce: a 2-rank one goes direct
-     * up to 8 MiB (each rank reads the other's whole input), and in
-     * compare.sh's first 2 MiB row, where most calls reach huge pages of
-     * the peer's buffer this process had not used, single copy took
-     * 533-742 us a call against 227-327 through the FIFOs; from 8 MiB it
-     * gained no more than the noise. */
-    if (coll == SCHED_ALLREDUCE)
+    /* The huge-page figures, only for the collectives they were measured
+     * on. Not for allreduce: a 2-rank one goes direct up to 8 MiB (each
+     * rank reads the other's whole input), and in compare.sh's first
+     * 2 MiB row, where most calls reach huge pages of the peer's buffer
+     * this process had not used, single copy took 533-742 us a call
+     * against 227-327 through the FIFOs; from 8 MiB it gained no more than
+     * the noise. A 2-rank reduce reads the same way; gather, scatter and
+     * send/recv were not measured. */
+    switch (coll) {
+    case SCHED_ALLGATHER:
+    case SCHED_BROADCAST:
+    case SCHED_REDUCE_SCATTER:
+        return sc;
+    case SCHED_ALLTOALL:
+        return sc > TUNER_SINGLE_COPY_HUGE_PAGES ? sc : TUNER_SINGLE_COPY_HUGE_PAGES;
+    default:
         return TUNER_SINGLE_COPY_SMALL_PAGES;
-    if (coll == SCHED_ALLTOALL && sc < TUNER_SINGLE_COPY_HUGE_PAGES)
-        return TUNER_SINGLE_COPY_HUGE_PAGES;
-    return sc;
+    }
 }
 
 ccl_result_t tuner_init(struct ccl_comm *comm)
@@ -223,9 +232,10 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         if (w->cores > 0 && (agreed.cores <= 0 || w->cores < agreed.cores))
             agreed.cores = w->cores; /* the most crowded node */
         algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
-        if (all[0].single_copy_auto && w->single_copy > agreed.single_copy)
+        if (all[0].single_copy_auto && w->single_copy_auto && w->single_copy > agreed.single_copy)
             agreed.single_copy = w->single_copy;
-        copy_differs |= !all[0].single_copy_auto && w->single_copy != all[0].single_copy;
+        copy_differs |= w->single_copy_auto != all[0].single_copy_auto ||
+                        (!all[0].single_copy_auto && w->single_copy != all[0].single_copy);
     }
     if (agreed.net_bw <= 0) /* rank 0 of every node had one: cannot happen */
         agreed.net_bw = TUNER_NET_GBPS_DEFAULT / 8 * TUNER_NET_EFFICIENCY;
@@ -235,8 +245,8 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         LOG_WARN(SUB_TUNING, "CCL_ALGO differs between ranks; every rank uses rank 0's (\"%s\" here)",
                  param_str(PARAM_ALGO));
     if (copy_differs && comm->rank == 0)
-        LOG_WARN(SUB_TUNING, "CCL_SINGLE_COPY_THRESHOLD differs between ranks; the tuner uses rank 0's (%llu here)",
-                 (unsigned long long)agreed.single_copy);
+        LOG_WARN(SUB_TUNING, "CCL_SINGLE_COPY_THRESHOLD differs between ranks; every rank uses rank 0's (%s here)",
+                 all[0].single_copy_auto ? "automatic" : param_str(PARAM_SINGLE_COPY_THRESHOLD));
     tune_links_t links = {
         .shm_bw = agreed.shm_bw,
         .shm_lat = agreed.shm_lat,
@@ -254,6 +264,11 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         comm->tune_last[c].algo = -1;
     if (comm->rank == 0 && log_enabled(LOG_INFO, SUB_TUNING)) {
         tune_describe(&comm->tune, tuner_log_line, NULL);
+        if (comm->tune.link.single_copy_auto)
+            LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes for allgather, broadcast, reduce_scatter; "
+                     "%zu for alltoall; %zu for the others",
+                     tuner_single_copy_bytes(comm, SCHED_ALLGATHER), tuner_single_copy_bytes(comm, SCHED_ALLTOALL),
+                     tuner_single_copy_bytes(comm, SCHED_ALLREDUCE));
         if (param_str(PARAM_ALGO)[0])
             LOG_INFO(SUB_TUNING, "tuner: CCL_ALGO=\"%s\"", param_str(PARAM_ALGO));
         tune_table(&comm->tune, SCHED_ALLREDUCE, 8, (size_t)1 << 30, 8, comm->algo_allowed[SCHED_ALLREDUCE],

@@ -1,19 +1,24 @@
 /*
  * hugepages.c - reads the kernel's shared-memory THP setting (hugepages.h).
  *
- * Two files decide it on current kernels: the PMD size's own
- * hugepages-<size>kB/shmem_enabled (multi-size THP, Linux 6.11+), and the
- * top-level shmem_enabled, which that one defers to when it says
- * "inherit" (older kernels have only the top-level file). Each lists the
- * choices with the selected one in brackets. always, within_size (our
- * buffers are whole huge pages, ftruncated before use), advise (we
- * advise) and force give huge pages; never and deny do not.
+ * Two files decide it on current kernels: the top-level shmem_enabled,
+ * and the PMD size's own hugepages-<size>kB/shmem_enabled (multi-size
+ * THP, Linux 6.11+; older kernels have only the top-level file). The
+ * fault takes the per-size one unless it says "inherit", but the address
+ * of a memfd mapping is aligned to the PMD size only where the top-level
+ * one allows huge pages, and a mapping that is not aligned never gets
+ * them: so both must allow it. Each file lists the choices with the
+ * selected one in brackets. always, within_size (our buffers are whole
+ * huge pages, ftruncated before use), advise (we advise) and force give
+ * huge pages; never and deny do not. A process whose launcher disabled
+ * THP for it (prctl PR_SET_THP_DISABLE, inherited) gets none either.
  */
 #include "topo/hugepages.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #define HP_DIR "/sys/kernel/mm/transparent_hugepage"
 
@@ -35,10 +40,19 @@ static int hp_selected(const char *path, char *out, size_t len)
     return 1;
 }
 
+static int hp_allows(const char *word)
+{
+    return !strcmp(word, "always") || !strcmp(word, "within_size") || !strcmp(word, "advise") ||
+           !strcmp(word, "force");
+}
+
 int topo_shm_huge_pages_at(const char *root, char *setting, size_t len)
 {
-    char path[4096 + 128], word[32] = "unknown";
+    char path[4096 + 128], top[32] = "unknown", size[32] = "";
     unsigned long pmd = 0;
+    snprintf(path, sizeof path, "%s" HP_DIR "/shmem_enabled", root);
+    if (!hp_selected(path, top, sizeof top))
+        snprintf(top, sizeof top, "unknown");
     snprintf(path, sizeof path, "%s" HP_DIR "/hpage_pmd_size", root);
     FILE *f = fopen(path, "r");
     if (f) {
@@ -46,20 +60,17 @@ int topo_shm_huge_pages_at(const char *root, char *setting, size_t len)
             pmd = 0;
         fclose(f);
     }
-    int found = 0;
     if (pmd >= 1024) {
         snprintf(path, sizeof path, "%s" HP_DIR "/hugepages-%lukB/shmem_enabled", root, pmd / 1024);
-        found = hp_selected(path, word, sizeof word) && strcmp(word, "inherit") != 0;
+        if (!hp_selected(path, size, sizeof size) || !strcmp(size, "inherit"))
+            size[0] = '\0';
     }
-    if (!found) {
-        snprintf(path, sizeof path, "%s" HP_DIR "/shmem_enabled", root);
-        if (!hp_selected(path, word, sizeof word))
-            snprintf(word, sizeof word, "unknown");
-    }
+    /* The setting that decided: the top level where it forbids (or where
+     * the size defers to it), else the size's own. */
+    const char *word = !hp_allows(top) || !size[0] ? top : size;
     if (setting && len)
         snprintf(setting, len, "%s", word);
-    return !strcmp(word, "always") || !strcmp(word, "within_size") || !strcmp(word, "advise") ||
-           !strcmp(word, "force");
+    return hp_allows(word);
 }
 
 int topo_shm_huge_pages(void)
@@ -69,7 +80,8 @@ int topo_shm_huge_pages(void)
     static atomic_int cached = -1;
     int h = atomic_load_explicit(&cached, memory_order_relaxed);
     if (h < 0) {
-        h = topo_shm_huge_pages_at("", NULL, 0);
+        int off = prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
+        h = off > 0 ? 0 : topo_shm_huge_pages_at("", NULL, 0);
         atomic_store_explicit(&cached, h, memory_order_relaxed);
     }
     return h;

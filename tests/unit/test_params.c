@@ -169,12 +169,13 @@ static void test_defaults_of_unset_params(void **state)
 }
 
 /* CCL_SINGLE_COPY_THRESHOLD unset (automatic): what the tuner proposes
- * for 2 and for 4 local ranks, from this machine's shared-memory THP
+ * for 1, 2 and 4 local ranks, from this machine's shared-memory THP
  * setting (test_cpus covers reading it). */
 static void test_single_copy_automatic(void **state)
 {
     (void)state;
-    tune_links_t two, four;
+    tune_links_t one, two, four;
+    tuner_links_local(NULL, 0, 1, 1, 1, &one); /* alone on its node: proposes the smallest */
     tuner_links_local(NULL, 1, 2, 2, 1, &two);
     tuner_links_local(NULL, 1, 4, 4, 1, &four);
     assert_int_equal(two.single_copy_auto, 1);
@@ -182,6 +183,7 @@ static void test_single_copy_automatic(void **state)
     int huge = topo_shm_huge_pages();
     assert_int_equal(two.single_copy_bytes, huge ? (size_t)1 << 20 : (size_t)16 << 20);
     assert_int_equal(four.single_copy_bytes, huge ? (size_t)8 << 20 : (size_t)16 << 20);
+    assert_int_equal(one.single_copy_bytes, two.single_copy_bytes);
 
     /* Per collective, from what the ranks agreed: the huge-page figures
      * leave allreduce at 16M and raise alltoall to 8M; a figure the user
@@ -192,7 +194,14 @@ static void test_single_copy_automatic(void **state)
     l->single_copy_bytes = (size_t)1 << 20;
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)1 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)1 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE_SCATTER), (size_t)1 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_GATHER), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_SEND), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
+    l->single_copy_bytes = (size_t)8 << 20; /* 4 local ranks */
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)8 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
     l->single_copy_bytes = (size_t)16 << 20; /* a node without huge pages */
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)16 << 20);
