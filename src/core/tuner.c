@@ -54,9 +54,10 @@
 #define TUNER_NET_LAT_SHARED 150.0
 /* CCL_SINGLE_COPY_THRESHOLD=-1: where single copy starts to pay in a
  * benchmark that moves each call to new pages (topo/hugepages.h): 16 MiB
- * with 4 KiB pages in shared memory. With huge ones, 1 MiB on 2 local
- * ranks (allgather, broadcast, reduce-scatter: 1.2-2x faster than the
- * FIFOs at 1-8 MiB) and 8 MiB on more, and for alltoall, which reads only
+ * with 4 KiB pages in shared memory. With huge ones, for allgather and
+ * broadcast 1 MiB on 2 local ranks (broadcast 1.5-2x faster than the
+ * FIFOs at 1-8 MiB; allgather 1.2-1.5x at 1 and 8 MiB and in place, even
+ * at 2-4 MiB out of place) and 8 MiB on more, and for alltoall, which reads only
  * 1/n of its bytes from each peer and writes nothing twice: at 1-4 MiB
  * there single copy was as often slower as faster than the FIFOs (still
  * paying the first use of each huge page of a peer's buffer), from 8 MiB
@@ -193,12 +194,13 @@ size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
      * 2 MiB row, where most calls reach huge pages of the peer's buffer
      * this process had not used, single copy took 533-742 us a call
      * against 227-327 through the FIFOs; from 8 MiB it gained no more than
-     * the noise. A 2-rank reduce reads the same way; gather, scatter and
-     * send/recv were not measured. */
+     * the noise. A 2-rank reduce reads the same way. Reduce-scatter went
+     * from 1.3-1.6x faster (5 rounds) to 2x slower (3 rounds) between
+     * runs, 0-10% faster in a third (7 rounds): no consistent gain.
+     * Gather, scatter and send/recv were not measured. */
     switch (coll) {
     case SCHED_ALLGATHER:
     case SCHED_BROADCAST:
-    case SCHED_REDUCE_SCATTER:
         return sc;
     case SCHED_ALLTOALL:
         return sc > TUNER_SINGLE_COPY_HUGE_PAGES ? sc : TUNER_SINGLE_COPY_HUGE_PAGES;
@@ -265,7 +267,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     if (comm->rank == 0 && log_enabled(LOG_INFO, SUB_TUNING)) {
         tune_describe(&comm->tune, tuner_log_line, NULL);
         if (comm->tune.link.single_copy_auto)
-            LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes for allgather, broadcast, reduce_scatter; "
+            LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes for allgather and broadcast; "
                      "%zu for alltoall; %zu for the others",
                      tuner_single_copy_bytes(comm, SCHED_ALLGATHER), tuner_single_copy_bytes(comm, SCHED_ALLTOALL),
                      tuner_single_copy_bytes(comm, SCHED_ALLREDUCE));
