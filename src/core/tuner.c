@@ -54,15 +54,15 @@
 #define TUNER_NET_LAT_SHARED 150.0
 /* CCL_SINGLE_COPY_THRESHOLD=-1: where single copy starts to pay in a
  * benchmark that moves each call to new pages (topo/hugepages.h): 16 MiB
- * with 4 KiB pages in shared memory. With huge ones, for allgather and
- * broadcast 1 MiB on 2 local ranks (broadcast 1.5-2x faster than the
- * FIFOs at 1-8 MiB; allgather 1.2-1.5x at 1 and 8 MiB and in place, even
- * at 2-4 MiB out of place) and 8 MiB on more, and for alltoall, which reads only
- * 1/n of its bytes from each peer and writes nothing twice: at 1-4 MiB
- * there single copy was as often slower as faster than the FIFOs (still
- * paying the first use of each huge page of a peer's buffer), from 8 MiB
- * faster in every run; perf/RESULTS.md "Single copy with shared-memory
- * huge pages". */
+ * with 4 KiB pages in shared memory. With huge pages, allgather and
+ * broadcast on 2 local ranks from 1 MiB: broadcast ran 1.5-2x faster than
+ * the FIFOs at 1-8 MiB; allgather 1.2-1.5x at 1 and 8 MiB and in place,
+ * about even at 2-4 MiB out of place. On more ranks, and for alltoall
+ * (which reads only 1/n of its bytes from each peer and writes nothing
+ * twice), single copy was as often slower as faster at 1-4 MiB (still
+ * paying the first use of each huge page of a peer's buffer) and faster
+ * from 8 MiB in every run. The other collectives: tuner_single_copy_bytes.
+ * perf/RESULTS.md, "Single copy with shared-memory huge pages". */
 #define TUNER_SINGLE_COPY_SMALL_PAGES ((size_t)16 << 20)
 #define TUNER_SINGLE_COPY_HUGE_PAGES ((size_t)8 << 20)
 #define TUNER_SINGLE_COPY_HUGE_PAIR ((size_t)1 << 20)
@@ -118,8 +118,9 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
         out->cores = quota;
     int64_t sc = param_int(PARAM_SINGLE_COPY_THRESHOLD);
     out->single_copy_auto = sc < 0;
-    /* A rank alone on its node reads no peer in place: it proposes the
-     * smallest figure, so as not to raise that of the nodes that do. */
+    /* Huge pages: the 2-rank figure for nlocal <= 2, since a rank alone on
+     * its node reads no peer in place and must not raise, through the
+     * agreement's maximum, the figure of nodes that do. */
     if (sc >= 0)
         out->single_copy_bytes = (size_t)sc;
     else if (!topo_shm_huge_pages())

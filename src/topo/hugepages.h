@@ -8,9 +8,10 @@
  * to write one), so in a benchmark that moves each call to a new offset
  * single copy only pays from 16 MiB up. With huge pages for shared memory
  * one fault maps 2 MiB (a MiB written through a new mapping: 60 us), and
- * single copy pays from 1 MiB. Whether memfds get them is the kernel's
- * shmem_enabled setting (ccl_mem_alloc asks with MADV_HUGEPAGE, which
- * "advise" honours); the tuner reads it to pick the single-copy size.
+ * single copy pays from 1-8 MiB (core/tuner.c). Whether memfds get them
+ * is the kernel's shmem_enabled setting (ccl_mem_alloc asks with
+ * MADV_HUGEPAGE, which "advise" honours); the tuner reads it to pick the
+ * single-copy size.
  */
 #ifndef CCL_TOPO_HUGEPAGES_H
 #define CCL_TOPO_HUGEPAGES_H
