@@ -139,6 +139,8 @@ static void alloc_buffers(struct perf_ctx *x, int local_rank)
         res = ccl_mem_alloc(&x->hrecv, x->recv_cap);
     if (res != CCL_SUCCESS)
         perf_die(x, "ccl_mem_alloc", res);
+    memset(x->hsend, PERF_FILL_BYTE, x->send_cap);
+    memset(x->hrecv, PERF_FILL_BYTE, x->recv_cap);
     x->send = x->hsend;
     x->recv = x->hrecv;
     if (x->a->mem == PERF_MEM_DEVICE)

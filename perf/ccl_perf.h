@@ -117,6 +117,16 @@ const char *perf_coll_supported(void);
 
 #define PERF_ALL_ROOTS (-1) /* -r -1: every rank in turn, as nccl-tests */
 
+/* Every byte of both buffers before anything runs, timed calls included:
+ * not zeros, since on the project's VMs copying zeros that sit in the
+ * cache ran up to 3x faster than copying anything else (a 2-rank 2 MiB
+ * allgather through a peer's buffer: 48 us a call on zeros, 152 on 0x01
+ * bytes), which would time a case no application has. 0x3f3f... is a
+ * normal number in every float type (0.75 in float32 and bfloat16, 1.8 in
+ * float16, 1.75-1.9 in fp8), so no reduction meets NaN or denormals.
+ * mpi-bench fills its buffers with the same byte. */
+#define PERF_FILL_BYTE 0x3f
+
 /* -m: where the buffers live. */
 enum perf_mem { PERF_MEM_AUTO, PERF_MEM_HOST, PERF_MEM_DEVICE };
 

@@ -59,12 +59,13 @@ void perf_dev_setup(struct perf_ctx *x, int local_rank)
     x->cuda_stream = s;
     DEV_CHECK(x, cudaMalloc(&x->send, x->send_cap));
     DEV_CHECK(x, cudaMalloc(&x->recv, x->recv_cap));
-    /* Timed calls rotate over slices nobody fills: zeros, not garbage that
-     * might send the host part down a NaN or denormal path. On the rank's
-     * stream: a non-blocking stream is not ordered after the legacy one
-     * that cudaMemset uses, so the zeros could land after an upload. */
-    DEV_CHECK(x, cudaMemsetAsync(x->send, 0, x->send_cap, s));
-    DEV_CHECK(x, cudaMemsetAsync(x->recv, 0, x->recv_cap, s));
+    /* Timed calls rotate over slices nobody fills: PERF_FILL_BYTE, as the
+     * host buffers, not garbage that might send the host part down a NaN
+     * or denormal path. On the rank's stream: a non-blocking stream is not
+     * ordered after the legacy one that cudaMemset uses, so the fill could
+     * land after an upload. */
+    DEV_CHECK(x, cudaMemsetAsync(x->send, PERF_FILL_BYTE, x->send_cap, s));
+    DEV_CHECK(x, cudaMemsetAsync(x->recv, PERF_FILL_BYTE, x->recv_cap, s));
     DEV_CHECK(x, cudaStreamSynchronize(s));
 }
 
