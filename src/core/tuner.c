@@ -66,6 +66,18 @@
 #define TUNER_SINGLE_COPY_SMALL_PAGES ((size_t)16 << 20)
 #define TUNER_SINGLE_COPY_HUGE_PAGES ((size_t)8 << 20)
 #define TUNER_SINGLE_COPY_HUGE_PAIR ((size_t)1 << 20)
+/* Allgather has figures of its own, measured again in interleaved A/Bs
+ * against the FIFOs with 4 KiB pages (2026-12-04): on 4 ranks reading
+ * blocks from their owners was 1.03-3x faster at 2 and 4 MiB and 1.2-3.3x
+ * at 8 MiB in every one of six (2 MiB: five; the ring's time varies most,
+ * 1.5-3.8 GB/s); 3 ranks were not measured. On 2 ranks (the
+ * twin) 1.02-1.19x at 4 MiB and 1.7-2.2x at 8 MiB in four of four, and
+ * 0.8-0.98x at 2 MiB. Four of those A/Bs timed zero-filled buffers, which
+ * flatter single copy (perf/ccl_perf.h, PERF_FILL_BYTE); the two on filled
+ * buffers agree. With huge pages the smaller of these and the figures
+ * above. perf/RESULTS.md, "Benchmark buffers hold data". */
+#define TUNER_SINGLE_COPY_ALLGATHER ((size_t)2 << 20)
+#define TUNER_SINGLE_COPY_ALLGATHER_PAIR ((size_t)4 << 20)
 
 const char *tuner_algo_name(algo_t algo)
 {
@@ -76,7 +88,7 @@ const char *tuner_algo_name(algo_t algo)
 typedef struct {
     double shm_bw, shm_lat, net_bw, net_lat;
     double cores;
-    uint64_t single_copy;
+    uint64_t single_copy, single_copy_allgather;
     int32_t bad_algo, single_copy_auto;
     uint32_t allowed[SCHED_NUM_COLLS];
 } tuner_wire_t;
@@ -121,12 +133,14 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
     /* Huge pages: the 2-rank figure for nlocal <= 2, since a rank alone on
      * its node reads no peer in place and must not raise, through the
      * agreement's maximum, the figure of nodes that do. */
+    size_t ag = nlocal <= 2 ? TUNER_SINGLE_COPY_ALLGATHER_PAIR : TUNER_SINGLE_COPY_ALLGATHER;
     if (sc >= 0)
         out->single_copy_bytes = (size_t)sc;
     else if (!topo_shm_huge_pages())
         out->single_copy_bytes = TUNER_SINGLE_COPY_SMALL_PAGES;
     else
         out->single_copy_bytes = nlocal <= 2 ? TUNER_SINGLE_COPY_HUGE_PAIR : TUNER_SINGLE_COPY_HUGE_PAGES;
+    out->single_copy_allgather = sc >= 0 || out->single_copy_bytes < ag ? out->single_copy_bytes : ag;
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
@@ -169,6 +183,7 @@ static void tuner_local(const struct ccl_comm *comm, tuner_wire_t *w)
     w->net_lat = l.net_lat;
     w->cores = l.cores;
     w->single_copy = l.single_copy_bytes;
+    w->single_copy_allgather = l.single_copy_allgather;
     w->single_copy_auto = l.single_copy_auto;
     char bad[128];
     w->bad_algo = tune_parse_algo(param_str(PARAM_ALGO), w->allowed, bad, sizeof bad);
@@ -187,7 +202,11 @@ static void tuner_log_line(void *arg, const char *text)
 size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
 {
     size_t sc = comm->tune.link.single_copy_bytes;
-    if (!comm->tune.link.single_copy_auto || sc == 0 || sc >= TUNER_SINGLE_COPY_SMALL_PAGES)
+    if (!comm->tune.link.single_copy_auto || sc == 0)
+        return sc;
+    if (coll == SCHED_ALLGATHER)
+        return comm->tune.link.single_copy_allgather;
+    if (sc >= TUNER_SINGLE_COPY_SMALL_PAGES)
         return sc;
     /* The huge-page figures, only for the collectives they were measured
      * on. Not for allreduce: a 2-rank one goes direct up to 8 MiB (each
@@ -200,7 +219,6 @@ size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
      * runs, 0-10% faster in a third (7 rounds): no consistent gain.
      * Gather, scatter and send/recv were not measured. */
     switch (coll) {
-    case SCHED_ALLGATHER:
     case SCHED_BROADCAST:
         return sc;
     case SCHED_ALLTOALL:
@@ -237,6 +255,8 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
         if (all[0].single_copy_auto && w->single_copy_auto && w->single_copy > agreed.single_copy)
             agreed.single_copy = w->single_copy;
+        if (all[0].single_copy_auto && w->single_copy_auto && w->single_copy_allgather > agreed.single_copy_allgather)
+            agreed.single_copy_allgather = w->single_copy_allgather;
         copy_differs |= w->single_copy_auto != all[0].single_copy_auto ||
                         (!all[0].single_copy_auto && w->single_copy != all[0].single_copy);
     }
@@ -260,6 +280,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         .board_bytes = comm->board.hdr ? comm->board.slot_bytes : 0,
         .single_copy_bytes = (size_t)agreed.single_copy,
         .single_copy_auto = all[0].single_copy_auto,
+        .single_copy_allgather = (size_t)agreed.single_copy_allgather,
     };
     CCL_TRY(tune_model_init(&comm->tune, &links, n, &comm->layout));
     memcpy(comm->algo_allowed, agreed.allowed, sizeof comm->algo_allowed);
@@ -268,10 +289,10 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     if (comm->rank == 0 && log_enabled(LOG_INFO, SUB_TUNING)) {
         tune_describe(&comm->tune, tuner_log_line, NULL);
         if (comm->tune.link.single_copy_auto)
-            LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes for allgather and broadcast; "
-                     "%zu for alltoall; %zu for the others",
-                     tuner_single_copy_bytes(comm, SCHED_ALLGATHER), tuner_single_copy_bytes(comm, SCHED_ALLTOALL),
-                     tuner_single_copy_bytes(comm, SCHED_ALLREDUCE));
+            LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes for allgather, %zu for broadcast, "
+                     "%zu for alltoall, %zu for the others",
+                     tuner_single_copy_bytes(comm, SCHED_ALLGATHER), tuner_single_copy_bytes(comm, SCHED_BROADCAST),
+                     tuner_single_copy_bytes(comm, SCHED_ALLTOALL), tuner_single_copy_bytes(comm, SCHED_ALLREDUCE));
         if (param_str(PARAM_ALGO)[0])
             LOG_INFO(SUB_TUNING, "tuner: CCL_ALGO=\"%s\"", param_str(PARAM_ALGO));
         tune_table(&comm->tune, SCHED_ALLREDUCE, 8, (size_t)1 << 30, 8, comm->algo_allowed[SCHED_ALLREDUCE],

@@ -52,6 +52,7 @@ typedef struct {
     size_t board_bytes; /* per-rank capacity of the one-shot board; 0: no board */
     size_t single_copy_bytes; /* from this size a local peer's ccl_mem_alloc buffer is read in place; 0: never */
     int single_copy_auto;     /* ... as CCL_SINGLE_COPY_THRESHOLD=-1 worked it out */
+    size_t single_copy_allgather; /* the same for allgather (core/tuner.c: it has figures of its own) */
 } tune_links_t;
 
 /* Cap on recursive doubling exchanges the model tracks (2^31 ranks). */

@@ -184,6 +184,11 @@ static void test_single_copy_automatic(void **state)
     assert_int_equal(two.single_copy_bytes, huge ? (size_t)1 << 20 : (size_t)16 << 20);
     assert_int_equal(four.single_copy_bytes, huge ? (size_t)8 << 20 : (size_t)16 << 20);
     assert_int_equal(one.single_copy_bytes, two.single_copy_bytes);
+    /* Allgather's own: 4 MiB on 2 ranks, 2 MiB on more, or the general
+     * figure where that is smaller (huge pages, 2 ranks). */
+    assert_int_equal(two.single_copy_allgather, huge ? (size_t)1 << 20 : (size_t)4 << 20);
+    assert_int_equal(four.single_copy_allgather, (size_t)2 << 20);
+    assert_int_equal(one.single_copy_allgather, two.single_copy_allgather);
 
     /* Per collective, from what the ranks agreed: the huge-page figures
      * apply to allgather and broadcast, alltoall from 8M, the rest 16M; a figure the user
@@ -192,6 +197,7 @@ static void test_single_copy_automatic(void **state)
     tune_links_t *l = &comm.tune.link;
     *l = two;
     l->single_copy_bytes = (size_t)1 << 20;
+    l->single_copy_allgather = (size_t)1 << 20;
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)1 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)1 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE_SCATTER), (size_t)16 << 20);
@@ -201,16 +207,21 @@ static void test_single_copy_automatic(void **state)
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_SEND), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
     l->single_copy_bytes = (size_t)8 << 20; /* 4 local ranks */
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)8 << 20);
+    l->single_copy_allgather = (size_t)2 << 20;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)2 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)8 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
     l->single_copy_bytes = (size_t)16 << 20; /* a node without huge pages */
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)16 << 20);
+    l->single_copy_allgather = (size_t)4 << 20;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)4 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)16 << 20);
-    l->single_copy_auto = 0;
-    l->single_copy_bytes = (size_t)1 << 20;
+    l->single_copy_auto = 0; /* set by the user: as it is, for every collective */
+    l->single_copy_bytes = l->single_copy_allgather = (size_t)1 << 20;
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)1 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)1 << 20);
-    l->single_copy_bytes = 0;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)1 << 20);
+    l->single_copy_bytes = l->single_copy_allgather = 0;
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), 0);
 }
 

@@ -184,14 +184,15 @@ static void test_single_host_picks(void **state)
     assert_int_equal(pick(&m4, SCHED_GATHER, 64 * MiB), ALGO_PAIRWISE);
     assert_int_equal(pick(&m4, SCHED_P2P_SEND, 8), ALGO_PAIRWISE);
     /* Allgather reads blocks from their owners (pairwise) on one host from
-     * the single-copy size up, 2 ranks included (the twin); the ring
+     * its single-copy size up, 2 ranks included (the twin); the ring
      * elsewhere, and pairwise only where CCL_ALGO asks for it. */
     for (int n = 2; n <= 8; n++) {
         for (int nodes = 1; nodes <= 2; nodes++) {
             tune_model_t mg;
             sched_layout_t glay;
             tune_links_t gl = links_default(1, 20);
-            gl.single_copy_bytes = 16 * MiB;
+            gl.single_copy_bytes = 64 * MiB; /* the other collectives' figure does not count */
+            gl.single_copy_allgather = 16 * MiB;
             if (nodes > 1)
                 gl.board_bytes = 0;
             assert_int_equal(tune_layout_blocked(n, nodes, &glay), CCL_SUCCESS);
