@@ -52,32 +52,50 @@
  * took 1.5-1.9 ms, ~0.95 ms of it what every algorithm paid there, so
  * 100-150 us a network hop (it was 500 us before that bound existed). */
 #define TUNER_NET_LAT_SHARED 150.0
-/* CCL_SINGLE_COPY_THRESHOLD=-1: where single copy starts to pay in a
- * benchmark that moves each call to new pages (topo/hugepages.h): 16 MiB
- * with 4 KiB pages in shared memory. With huge pages, allgather and
- * broadcast on 2 local ranks from 1 MiB: broadcast ran 1.5-2x faster than
- * the FIFOs at 1-8 MiB; allgather 1.2-1.5x at 1 and 8 MiB and in place,
- * about even at 2-4 MiB out of place. On more ranks, and for alltoall
- * (which reads only 1/n of its bytes from each peer and writes nothing
- * twice), single copy was as often slower as faster at 1-4 MiB (still
- * paying the first use of each huge page of a peer's buffer) and faster
- * from 8 MiB in every run. The other collectives: tuner_single_copy_bytes.
- * perf/RESULTS.md, "Single copy with shared-memory huge pages". */
-#define TUNER_SINGLE_COPY_SMALL_PAGES ((size_t)16 << 20)
-#define TUNER_SINGLE_COPY_HUGE_PAGES ((size_t)8 << 20)
-#define TUNER_SINGLE_COPY_HUGE_PAIR ((size_t)1 << 20)
-/* Allgather has figures of its own, measured again in interleaved A/Bs
- * against the FIFOs with 4 KiB pages (2026-12-04): on 4 ranks reading
- * blocks from their owners was 1.03-3x faster at 2 and 4 MiB and 1.2-3.3x
- * at 8 MiB in every one of six (2 MiB: five; the ring's time varies most,
- * 1.5-3.8 GB/s); 3 ranks were not measured. On 2 ranks (the
+/* CCL_SINGLE_COPY_THRESHOLD=-1: from which size a collective reads local
+ * peers' ccl_mem_alloc buffers in place rather than through the FIFOs, per
+ * collective, as measured in interleaved A/Bs on the project's 2-core VMs
+ * (perf/RESULTS.md, "Benchmark buffers hold data").
+ *
+ * Broadcast and alltoall, from 1 MiB: on buffers that hold data, every
+ * A/B at 1-8 MiB ran the FIFOs at 1.4-2.1 GB/s (2 and 4 ranks) and single
+ * copy 1.3-3x faster but for one row (4-rank alltoall, 8 MiB, 0.95x). A
+ * FIFO moves each byte twice, and out of the cache both copies cost
+ * memory bandwidth. (Earlier A/Bs on zero-filled buffers, which this CPU
+ * copies faster, had put them at 8-16 MiB.)
+ *
+ * Allgather: on 4 ranks reading blocks from their owners was 1.03-3x
+ * faster than the ring at 2 and 4 MiB and 1.2-3.3x at 8 MiB in every one
+ * of six A/Bs (2 MiB: five); 3 ranks were not measured. On 2 ranks (the
  * twin) 1.02-1.19x at 4 MiB and 1.7-2.2x at 8 MiB in four of four, and
- * 0.8-0.98x at 2 MiB. Four of those A/Bs timed zero-filled buffers, which
- * flatter single copy (perf/ccl_perf.h, PERF_FILL_BYTE); the two on filled
- * buffers agree. With huge pages the smaller of these and the figures
- * above. perf/RESULTS.md, "Benchmark buffers hold data". */
+ * 0.8-0.98x at 2 MiB; with shared-memory huge pages (topo/hugepages.h)
+ * 1.2-1.5x from 1 MiB. Eight of those ten A/Bs timed zero-filled buffers;
+ * the two on filled ones (one per rank count) agree.
+ *
+ * The rest (allreduce, reduce-scatter, reduce, gather, scatter, send and
+ * receive), 16 MiB: a 2-rank allreduce goes direct up to 8 MiB (each rank
+ * reads the other's whole input) and single copy there was 0.97-1.5x the
+ * FIFOs on filled buffers, as slow as 0.5x on zeros; reduce-scatter
+ * moved between 2x slower and 1.6x faster from run to run; gather,
+ * scatter and send/recv were not measured. */
+#define TUNER_SINGLE_COPY_OTHERS ((size_t)16 << 20)
+#define TUNER_SINGLE_COPY_SPREAD ((size_t)1 << 20)
 #define TUNER_SINGLE_COPY_ALLGATHER ((size_t)2 << 20)
 #define TUNER_SINGLE_COPY_ALLGATHER_PAIR ((size_t)4 << 20)
+#define TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE ((size_t)1 << 20)
+
+/* Allgather's figure for a node of nlocal ranks. A rank alone on its node
+ * reads no peer in place and proposes the smaller one, so that through
+ * the agreement's maximum it never raises the figure of nodes that do. */
+static size_t tuner_allgather_copy_bytes(int nlocal, int huge)
+{
+    size_t pair = huge ? TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE : TUNER_SINGLE_COPY_ALLGATHER_PAIR;
+    if (nlocal >= 3)
+        return TUNER_SINGLE_COPY_ALLGATHER;
+    if (nlocal == 2)
+        return pair;
+    return pair < TUNER_SINGLE_COPY_ALLGATHER ? pair : TUNER_SINGLE_COPY_ALLGATHER;
+}
 
 const char *tuner_algo_name(algo_t algo)
 {
@@ -130,17 +148,12 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
         out->cores = quota;
     int64_t sc = param_int(PARAM_SINGLE_COPY_THRESHOLD);
     out->single_copy_auto = sc < 0;
-    /* Huge pages: the 2-rank figure for nlocal <= 2, since a rank alone on
-     * its node reads no peer in place and must not raise, through the
-     * agreement's maximum, the figure of nodes that do. */
-    size_t ag = nlocal <= 2 ? TUNER_SINGLE_COPY_ALLGATHER_PAIR : TUNER_SINGLE_COPY_ALLGATHER;
-    if (sc >= 0)
-        out->single_copy_bytes = (size_t)sc;
-    else if (!topo_shm_huge_pages())
-        out->single_copy_bytes = TUNER_SINGLE_COPY_SMALL_PAGES;
-    else
-        out->single_copy_bytes = nlocal <= 2 ? TUNER_SINGLE_COPY_HUGE_PAIR : TUNER_SINGLE_COPY_HUGE_PAGES;
-    out->single_copy_allgather = sc >= 0 || out->single_copy_bytes < ag ? out->single_copy_bytes : ag;
+    if (sc >= 0) {
+        out->single_copy_bytes = out->single_copy_allgather = (size_t)sc;
+    } else {
+        out->single_copy_bytes = TUNER_SINGLE_COPY_OTHERS;
+        out->single_copy_allgather = tuner_allgather_copy_bytes(nlocal, topo_shm_huge_pages());
+    }
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
         out->shm_bw = 5;
@@ -204,27 +217,14 @@ size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
     size_t sc = comm->tune.link.single_copy_bytes;
     if (!comm->tune.link.single_copy_auto || sc == 0)
         return sc;
-    if (coll == SCHED_ALLGATHER)
-        return comm->tune.link.single_copy_allgather;
-    if (sc >= TUNER_SINGLE_COPY_SMALL_PAGES)
-        return sc;
-    /* The huge-page figures, only for the collectives they were measured
-     * on. Not for allreduce: a 2-rank one goes direct up to 8 MiB (each
-     * rank reads the other's whole input), and in compare.sh's first
-     * 2 MiB row, where most calls reach huge pages of the peer's buffer
-     * this process had not used, single copy took 533-742 us a call
-     * against 227-327 through the FIFOs; from 8 MiB it gained no more than
-     * the noise. A 2-rank reduce reads the same way. Reduce-scatter went
-     * from 1.3-1.6x faster (5 rounds) to 2x slower (3 rounds) between
-     * runs, 0-10% faster in a third (7 rounds): no consistent gain.
-     * Gather, scatter and send/recv were not measured. */
     switch (coll) {
+    case SCHED_ALLGATHER:
+        return comm->tune.link.single_copy_allgather;
     case SCHED_BROADCAST:
-        return sc;
     case SCHED_ALLTOALL:
-        return sc > TUNER_SINGLE_COPY_HUGE_PAGES ? sc : TUNER_SINGLE_COPY_HUGE_PAGES;
+        return TUNER_SINGLE_COPY_SPREAD;
     default:
-        return TUNER_SINGLE_COPY_SMALL_PAGES;
+        return sc;
     }
 }
 
@@ -240,7 +240,8 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     /* The slowest figures any rank gave (net ones: of the ranks that had
      * an opinion); rank 0's CCL_ALGO and CCL_SINGLE_COPY_THRESHOLD, or
      * where rank 0 left the threshold automatic, the largest any rank
-     * worked out (a node without huge pages in shared memory). */
+     * worked out (a node without huge pages in shared memory, or with
+     * fewer ranks). */
     tuner_wire_t agreed = all[0];
     int algo_differs = 0, copy_differs = 0;
     for (int r = 1; r < n; r++) {

@@ -5,13 +5,12 @@
  * memfd) through this process's own mapping of it, and every page of that
  * mapping faults on first use. On the project's VMs such a fault costs
  * ~6-12 us (4 KiB pages: 1.5 ms to read a MiB through a new mapping, 3 ms
- * to write one), so in a benchmark that moves each call to a new offset
- * single copy only pays from 16 MiB up. With huge pages for shared memory
- * one fault maps 2 MiB (a MiB written through a new mapping: 60 us), and
- * single copy pays from 1-8 MiB (core/tuner.c). Whether memfds get them
+ * to write one). With huge pages for shared memory one fault maps 2 MiB
+ * (a MiB written through a new mapping: 60 us). Whether memfds get them
  * is the kernel's shmem_enabled setting (ccl_mem_alloc asks with
- * MADV_HUGEPAGE, which "advise" honours); the tuner reads it to pick the
- * single-copy size.
+ * MADV_HUGEPAGE, which "advise" honours); the tuner reads it for the one
+ * figure it moved in A/Bs: a 2-rank allgather's single-copy size, 1 MiB
+ * with huge pages and 4 MiB without (core/tuner.c).
  */
 #ifndef CCL_TOPO_HUGEPAGES_H
 #define CCL_TOPO_HUGEPAGES_H

@@ -174,55 +174,50 @@ static void test_defaults_of_unset_params(void **state)
 static void test_single_copy_automatic(void **state)
 {
     (void)state;
-    tune_links_t one, two, four;
-    tuner_links_local(NULL, 0, 1, 1, 1, &one); /* alone on its node: proposes the smallest */
+    tune_links_t one, two, three, four;
+    tuner_links_local(NULL, 0, 1, 1, 1, &one); /* alone on its node: proposes the smaller allgather figure */
     tuner_links_local(NULL, 1, 2, 2, 1, &two);
+    tuner_links_local(NULL, 1, 3, 3, 1, &three);
     tuner_links_local(NULL, 1, 4, 4, 1, &four);
     assert_int_equal(two.single_copy_auto, 1);
     assert_int_equal(four.single_copy_auto, 1);
     int huge = topo_shm_huge_pages();
-    assert_int_equal(two.single_copy_bytes, huge ? (size_t)1 << 20 : (size_t)16 << 20);
-    assert_int_equal(four.single_copy_bytes, huge ? (size_t)8 << 20 : (size_t)16 << 20);
-    assert_int_equal(one.single_copy_bytes, two.single_copy_bytes);
-    /* Allgather's own: 4 MiB on 2 ranks, 2 MiB on more, or the general
-     * figure where that is smaller (huge pages, 2 ranks). */
+    assert_int_equal(two.single_copy_bytes, (size_t)16 << 20);
+    assert_int_equal(four.single_copy_bytes, (size_t)16 << 20);
+    /* Allgather's own: 4 MiB on 2 ranks (1 MiB with huge pages), 2 MiB on
+     * more; alone, the smaller of the two. */
     assert_int_equal(two.single_copy_allgather, huge ? (size_t)1 << 20 : (size_t)4 << 20);
+    assert_int_equal(three.single_copy_allgather, (size_t)2 << 20);
     assert_int_equal(four.single_copy_allgather, (size_t)2 << 20);
-    assert_int_equal(one.single_copy_allgather, two.single_copy_allgather);
+    assert_int_equal(one.single_copy_allgather, huge ? (size_t)1 << 20 : (size_t)2 << 20);
 
-    /* Per collective, from what the ranks agreed: the huge-page figures
-     * apply to allgather and broadcast, alltoall from 8M, the rest 16M; a figure the user
-     * set applies as it is. */
+    /* Per collective, from what the ranks agreed: allgather its own,
+     * broadcast and alltoall from 1 MiB, the rest 16 MiB; a figure the
+     * user set applies as it is, to all. */
     static struct ccl_comm comm;
     tune_links_t *l = &comm.tune.link;
     *l = two;
-    l->single_copy_bytes = (size_t)1 << 20;
-    l->single_copy_allgather = (size_t)1 << 20;
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)1 << 20);
+    l->single_copy_allgather = (size_t)4 << 20;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)4 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)1 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)1 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE_SCATTER), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_GATHER), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_SCATTER), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_SEND), (size_t)16 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
-    l->single_copy_bytes = (size_t)8 << 20; /* 4 local ranks */
-    l->single_copy_allgather = (size_t)2 << 20;
+    l->single_copy_allgather = (size_t)2 << 20; /* 4 local ranks */
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)2 << 20);
+    l->single_copy_auto = 0; /* set by the user: as it is, for every collective */
+    l->single_copy_bytes = l->single_copy_allgather = (size_t)8 << 20;
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)8 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)8 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
-    l->single_copy_bytes = (size_t)16 << 20; /* a node without huge pages */
-    l->single_copy_allgather = (size_t)4 << 20;
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)4 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)16 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)16 << 20);
-    l->single_copy_auto = 0; /* set by the user: as it is, for every collective */
-    l->single_copy_bytes = l->single_copy_allgather = (size_t)1 << 20;
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)1 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)1 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)1 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)8 << 20);
     l->single_copy_bytes = l->single_copy_allgather = 0;
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), 0);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), 0);
 }
 
 static void test_set_values_are_read(void **state)
