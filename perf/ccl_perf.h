@@ -123,7 +123,9 @@ const char *perf_coll_supported(void);
  * allgather through a peer's buffer: 48 us a call on zeros, 152 on 0x01
  * bytes), which would time a case no application has. 0x3f3f... is a
  * normal number in every float type (0.75 in float32 and bfloat16, 1.8 in
- * float16, 1.75-1.9 in fp8), so no reduction meets NaN or denormals.
+ * float16, 1.75-1.9 in fp8), so no out-of-place reduction meets NaN or
+ * denormals (in place, timed calls compound: sums climb to inf, products
+ * fall to 0 through a few denormal calls, on every benchmark alike).
  * mpi-bench fills its buffers with the same byte. */
 #define PERF_FILL_BYTE 0x3f
 
@@ -201,7 +203,7 @@ void perf_host_buffers(const struct perf_ctx *x, int in_place, int iter, char **
  * happens before this (forked ranks must not inherit CUDA state). */
 int perf_dev_available(char *msg, size_t len);
 /* Picks GPU local_rank % count, creates the stream and device buffers of
- * x->send_cap / x->recv_cap (zeroed); exits on failure. */
+ * x->send_cap / x->recv_cap (filled with PERF_FILL_BYTE); exits on failure. */
 void perf_dev_setup(struct perf_ctx *x, int local_rank);
 /* Copies the first `bytes` of both host buffers to the device ones ... */
 void perf_dev_upload(struct perf_ctx *x, size_t bytes);

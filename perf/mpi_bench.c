@@ -536,9 +536,9 @@ int main(int argc, char **argv)
     if (!send || !recv) die("out of memory");
     /* First touch here, outside any timed region: on this kind of machine a
      * fresh page costs microseconds, which would swamp small timings. The
-     * call goes through a volatile pointer because compilers turn
-     * malloc+memset(0) into calloc, which skips the writes on fresh mmap
-     * memory and leaves the pages untouched. */
+     * call goes through a volatile pointer so that no compiler turns the
+     * fill into something that skips the writes (malloc+memset(0) becomes
+     * calloc, which leaves fresh mmap pages untouched). */
     static void *(*volatile touch)(void *, int, size_t) = memset;
     touch(send, MPI_BENCH_FILL_BYTE, bufbytes);
     touch(recv, MPI_BENCH_FILL_BYTE, bufbytes);

@@ -57,9 +57,10 @@
  * collective, as measured in interleaved A/Bs on the project's 2-core VMs
  * (perf/RESULTS.md, "Benchmark buffers hold data").
  *
- * Broadcast and alltoall, from 1 MiB: on buffers that hold data, every
- * A/B at 1-8 MiB ran the FIFOs at 1.4-2.1 GB/s (2 and 4 ranks) and single
- * copy 1.3-3x faster but for one row (4-rank alltoall, 8 MiB, 0.95x). A
+ * Broadcast and alltoall, from 1 MiB: on buffers that hold data, in the
+ * eight A/Bs at 1-8 MiB (2 and 4 ranks, two or three each) single copy
+ * was 1.03-3.5x faster than the FIFOs in every row but one (4-rank
+ * alltoall, 8 MiB, 0.95x); the FIFOs ran alltoall at 1.4-1.8 GB/s. A
  * FIFO moves each byte twice, and out of the cache both copies cost
  * memory bandwidth. (Earlier A/Bs on zero-filled buffers, which this CPU
  * copies faster, had put them at 8-16 MiB.)
@@ -74,10 +75,11 @@
  *
  * The rest (allreduce, reduce-scatter, reduce, gather, scatter, send and
  * receive), 16 MiB: a 2-rank allreduce goes direct up to 8 MiB (each rank
- * reads the other's whole input) and single copy there was 0.97-1.5x the
- * FIFOs on filled buffers, as slow as 0.5x on zeros; reduce-scatter
- * moved between 2x slower and 1.6x faster from run to run; gather,
- * scatter and send/recv were not measured. */
+ * reads the other's whole input) and single copy there was 1.02-1.45x
+ * the FIFOs in two A/Bs on filled buffers, about 0.5x in one on zeros
+ * (with huge pages); reduce-scatter moved between 2x slower and 1.6x
+ * faster from run to run; gather, scatter and send/recv were not
+ * measured. */
 #define TUNER_SINGLE_COPY_OTHERS ((size_t)16 << 20)
 #define TUNER_SINGLE_COPY_SPREAD ((size_t)1 << 20)
 #define TUNER_SINGLE_COPY_ALLGATHER ((size_t)2 << 20)
@@ -85,16 +87,16 @@
 #define TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE ((size_t)1 << 20)
 
 /* Allgather's figure for a node of nlocal ranks. A rank alone on its node
- * reads no peer in place and proposes the smaller one, so that through
- * the agreement's maximum it never raises the figure of nodes that do. */
+ * reads no peer in place and proposes the smallest figure there is, so
+ * that through the agreement's maximum it never raises the figure of
+ * nodes that do, whatever their page size. */
 static size_t tuner_allgather_copy_bytes(int nlocal, int huge)
 {
-    size_t pair = huge ? TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE : TUNER_SINGLE_COPY_ALLGATHER_PAIR;
     if (nlocal >= 3)
         return TUNER_SINGLE_COPY_ALLGATHER;
     if (nlocal == 2)
-        return pair;
-    return pair < TUNER_SINGLE_COPY_ALLGATHER ? pair : TUNER_SINGLE_COPY_ALLGATHER;
+        return huge ? TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE : TUNER_SINGLE_COPY_ALLGATHER_PAIR;
+    return TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE;
 }
 
 const char *tuner_algo_name(algo_t algo)
