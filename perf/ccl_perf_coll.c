@@ -13,7 +13,7 @@
  *   others          sendbuf == recvbuf
  * Alltoall has no in-place form in ccl (the buffers must not overlap), and
  * neither has sendrecv: ccl.h does not say a send and a receive may share a
- * buffer (MPI forbids it), and with single copy (from 16 MiB) the next rank
+ * buffer (MPI forbids it), and with single copy (from 1 MiB) the next rank
  * reads a buffer that the previous one is already overwriting. nccl-tests
  * passes the same buffer there; ccl-perf prints N/A.
  */

@@ -57,13 +57,15 @@
  * collective, as measured in interleaved A/Bs on the project's 2-core VMs
  * (perf/RESULTS.md, "Benchmark buffers hold data").
  *
- * Broadcast and alltoall, from 1 MiB: on buffers that hold data, in the
- * eight A/Bs at 1-8 MiB (2 and 4 ranks, two or three each) single copy
- * was 1.03-3.5x faster than the FIFOs in every row but one (4-rank
- * alltoall, 8 MiB, 0.95x); the FIFOs ran alltoall at 1.4-1.8 GB/s. A
- * FIFO moves each byte twice, and out of the cache both copies cost
- * memory bandwidth. (Earlier A/Bs on zero-filled buffers, which this CPU
- * copies faster, had put them at 8-16 MiB.)
+ * Broadcast, alltoall and send/recv, from 1 MiB: on buffers that hold
+ * data, in the nine A/Bs of broadcast and alltoall at 1-8 MiB (2 and 4
+ * ranks, two or three each) single copy was 1.03-3.5x faster than the
+ * FIFOs in every row but one (4-rank alltoall, 8 MiB, 0.95x); the FIFOs
+ * ran alltoall at 1.4-1.8 GB/s. ccl-perf's sendrecv (a ring shift of
+ * sends and receives) 1.3-2.5x in three A/Bs, every row. A FIFO moves
+ * each byte twice, and out of the cache both copies cost memory
+ * bandwidth. (Earlier A/Bs on zero-filled buffers, which this CPU copies
+ * faster, had put them at 8-16 MiB.)
  *
  * Allgather: on 4 ranks reading blocks from their owners was 1.03-3x
  * faster than the ring at 2 and 4 MiB and 1.2-3.3x at 8 MiB in every one
@@ -73,13 +75,13 @@
  * 1.2-1.5x from 1 MiB. Eight of those ten A/Bs timed zero-filled buffers;
  * the two on filled ones (one per rank count) agree.
  *
- * The rest (allreduce, reduce-scatter, reduce, gather, scatter, send and
- * receive), 16 MiB: a 2-rank allreduce goes direct up to 8 MiB (each rank
- * reads the other's whole input) and single copy there was 1.02-1.45x
- * the FIFOs in two A/Bs on filled buffers, about 0.5x in one on zeros
- * (with huge pages); reduce-scatter moved between 2x slower and 1.6x
- * faster from run to run; gather, scatter and send/recv were not
- * measured. */
+ * The rest (allreduce, reduce-scatter, reduce, gather, scatter), 16 MiB:
+ * a 2-rank allreduce goes direct up to 8 MiB (each rank reads the other's
+ * whole input) and single copy there was 1.02-1.45x the FIFOs in two A/Bs
+ * on filled buffers, about 0.5x in one on zeros (with huge pages);
+ * reduce-scatter moved between 2x slower and 1.6x faster from run to run;
+ * gather was 0.70-1.35x at 1-8 MiB and scatter 0.97-1.56x in one A/B each
+ * (2 and 4 ranks); reduce was not measured. */
 #define TUNER_SINGLE_COPY_OTHERS ((size_t)16 << 20)
 #define TUNER_SINGLE_COPY_SPREAD ((size_t)1 << 20)
 #define TUNER_SINGLE_COPY_ALLGATHER ((size_t)2 << 20)
@@ -224,6 +226,8 @@ size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
         return comm->tune.link.single_copy_allgather;
     case SCHED_BROADCAST:
     case SCHED_ALLTOALL:
+    case SCHED_P2P_SEND:
+    case SCHED_P2P_RECV:
         return TUNER_SINGLE_COPY_SPREAD;
     default:
         return sc;
@@ -293,9 +297,9 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         tune_describe(&comm->tune, tuner_log_line, NULL);
         if (comm->tune.link.single_copy_auto)
             LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes for allgather, %zu for broadcast, "
-                     "%zu for alltoall, %zu for the others",
+                     "alltoall and send/recv, %zu for the others",
                      tuner_single_copy_bytes(comm, SCHED_ALLGATHER), tuner_single_copy_bytes(comm, SCHED_BROADCAST),
-                     tuner_single_copy_bytes(comm, SCHED_ALLTOALL), tuner_single_copy_bytes(comm, SCHED_ALLREDUCE));
+                     tuner_single_copy_bytes(comm, SCHED_ALLREDUCE));
         if (param_str(PARAM_ALGO)[0])
             LOG_INFO(SUB_TUNING, "tuner: CCL_ALGO=\"%s\"", param_str(PARAM_ALGO));
         tune_table(&comm->tune, SCHED_ALLREDUCE, 8, (size_t)1 << 30, 8, comm->algo_allowed[SCHED_ALLREDUCE],

@@ -192,7 +192,7 @@ static void test_single_copy_automatic(void **state)
     assert_int_equal(one.single_copy_allgather, (size_t)1 << 20);
 
     /* Per collective, from what the ranks agreed: allgather its own,
-     * broadcast and alltoall from 1 MiB, the rest 16 MiB; a figure the
+     * broadcast, alltoall and send/recv from 1 MiB, the rest 16 MiB; a figure the
      * user set applies as it is, to all. */
     static struct ccl_comm comm;
     tune_links_t *l = &comm.tune.link;
@@ -206,7 +206,8 @@ static void test_single_copy_automatic(void **state)
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_GATHER), (size_t)16 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_SCATTER), (size_t)16 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_SEND), (size_t)16 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_SEND), (size_t)1 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_RECV), (size_t)1 << 20);
     l->single_copy_allgather = (size_t)2 << 20; /* 4 local ranks */
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)2 << 20);
     l->single_copy_auto = 0; /* set by the user: as it is, for every collective */
