@@ -29,6 +29,7 @@
 #   perf/memcpy_bench.c    -> build/bin/memcpy-bench
 #   perf/net_bench.c       -> build/bin/net-bench (net plugin vs one TCP stream)
 #   perf/page_probe.c      -> build/bin/page-probe (per-page costs after single copy)
+#   perf/core_rtt.c        -> build/bin/core-rtt (where the vCPUs sit: a cache line's round trip)
 #   tests/unit/*.c         -> build/tests/unit/<name> (cmocka, may use internals)
 #   tests/plugins/net_example.c -> build/tests/net-plugins/libccl-net-*.so
 #                             (a third-party net plugin the unit tests load)
@@ -238,6 +239,13 @@ tools: $(BUILD)/bin/page-probe
 $(BUILD)/bin/page-probe: perf/page_probe.c perf/bench_time.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+
+# core-rtt (perf/core_rtt.c): a cache line's round trip between two CPUs,
+# which tells where the hypervisor put the vCPUs (perf/compare.sh records it).
+tools: $(BUILD)/bin/core-rtt
+$(BUILD)/bin/core-rtt: perf/core_rtt.c perf/bench_time.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
 
 # net-bench (perf/net_bench.c): the net plugin's throughput between two
 # processes against one plain TCP stream in the same run.

@@ -93,6 +93,7 @@ BUILD=${BUILD:-build}
 CCL_PERF=${CCL_PERF:-$BUILD/bin/ccl-perf}
 MPI_BENCH=$BUILD/bin/mpi-bench
 MEMCPY_BENCH=$BUILD/bin/memcpy-bench
+CORE_RTT=$BUILD/bin/core-rtt
 MPIRUN=${MPIRUN:-mpirun}
 RUN_TIMEOUT=${RUN_TIMEOUT:-600}
 CHECK=${CHECK:-0}
@@ -236,10 +237,14 @@ add_rows() { # tag output-file t0 t1
 run_one() { # tag command...
     local tag=$1; shift
     local out=$RAW/$tag.out t0 t1 rc
+    # Where the vCPUs sit, before and after (perf/core_rtt.c): runs are
+    # comparable only within one placement.
+    [ -x "$CORE_RTT" ] && "$CORE_RTT" -n 5000 2>/dev/null | awk '{ printf "%s ", $2 }' >"$RAW/$tag.rtt"
     t0=$(date +%s.%N)
     timeout -k 10 "$RUN_TIMEOUT" "$@" >"$out" 2>&1
     rc=$?
     t1=$(date +%s.%N)
+    [ -x "$CORE_RTT" ] && "$CORE_RTT" -n 5000 2>/dev/null | awk '{ print $2 }' >>"$RAW/$tag.rtt"
     # A failed run still gives its rows when it printed any (a run that
     # found wrong results exits non-zero after its table).
     if [ $rc -ne 0 ]; then
@@ -315,6 +320,22 @@ done
 # a size is keyed by section and config, whichever range produced it.
 printf '%s\n' "${SECTIONS[@]}" >"$WORK/sections"
 
+# Per configuration, how many invocations ran with the vCPUs on one core's
+# hyperthreads, one socket, or far apart (before and after agree), and how
+# many saw them move; nothing when core-rtt did not run.
+placements() {
+    local dir=${REREPORT:-$RAW} cfg line
+    ls "$dir"/*.rtt >/dev/null 2>&1 || return 0
+    line=""
+    for cfg in $CONFIGS; do
+        line="$line$(cat "$dir"/*."$cfg".*.rtt 2>/dev/null | awk -v c="$cfg" '
+            NF == 2 { n[$1 == $2 ? $1 : "moved"]++ }
+            END { printf "%s: %d smt, %d socket, %d far, %d moved; ", c, n["smt"], n["socket"], n["far"], n["moved"] }')"
+    done
+    echo "vCPU placement per invocation (build/bin/core-rtt before and after; far = a cache line's round trip of 300 ns and more,"
+    echo "where FIFO transfers slow down 3-5x, perf/RESULTS.md): ${line%; }."
+}
+
 report() {
     echo "# ccl vs Open MPI on $(hostname)"
     echo
@@ -325,6 +346,7 @@ report() {
         "shared-memory THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)" \
         "(ccl's automatic single-copy size depends on it; ccl-info prints it)."
     echo "Load average when started: $LOADAVG."
+    placements
     echo "Median of $R run(s) per configuration; per size $ITERS timed iterations after $WARMUP warm-up calls,"
     if [ -n "$COLLS" ]; then
         echo "the smallest size of each section $SMALL_ITERS after $SMALL_WARMUP."

@@ -288,9 +288,8 @@ int main(int argc, char **argv)
         char thp[32];
         int huge = topo_shm_huge_pages_at("", thp, sizeof thp);
         printf("usable CPUs: %d of %d online (cgroup CPU quota)\n", topo_usable_cpus(), topo_online_cpus());
-        int automatic = param_int(PARAM_SINGLE_COPY_THRESHOLD) < 0;
         printf("shared-memory huge pages: %s (shmem_enabled: %s)%s\n", huge ? "yes" : "no", thp,
-               huge || !automatic ? "" : "; a 2-rank allgather reads its peer in place from 4 MiB instead of 1 MiB (docs/tuning.md)");
+               huge ? "" : "; single copy maps peers' buffers 4 KiB at a time (README, Memory)");
     }
     if (ranks > 0) {
         printf("\nlocal rank affinity (%d ranks)\n%-6s %-8s %-8s %-10s %s\n", ranks, "rank", "gpu", "numa", "nic",

@@ -20,7 +20,6 @@
 #include "core/param.h"
 #include "device/reduce.h"
 #include "topo/cpus.h"
-#include "topo/hugepages.h"
 #include "topo/topo.h"
 
 #include <math.h>
@@ -53,53 +52,28 @@
  * 100-150 us a network hop (it was 500 us before that bound existed). */
 #define TUNER_NET_LAT_SHARED 150.0
 /* CCL_SINGLE_COPY_THRESHOLD=-1: from which size a collective reads local
- * peers' ccl_mem_alloc buffers in place rather than through the FIFOs, per
- * collective, as measured in interleaved A/Bs on the project's 2-core VMs
- * (perf/RESULTS.md, "Benchmark buffers hold data").
+ * peers' ccl_mem_alloc buffers in place rather than through the FIFOs, as
+ * measured in A/Bs on the project's 2-core VMs (perf/RESULTS.md, "Single
+ * copy from 1 MiB"): every collective from 1 MiB, reduce from 16 MiB.
  *
- * Broadcast, alltoall and send/recv, from 1 MiB: on buffers that hold
- * data, in the nine A/Bs of broadcast and alltoall at 1-8 MiB (2 and 4
- * ranks, two or three each) single copy was 1.03-3.5x faster than the
- * FIFOs in every row but one (4-rank alltoall, 8 MiB, 0.95x); the FIFOs
- * ran alltoall at 1.4-1.8 GB/s. ccl-perf's sendrecv (a ring shift of
- * sends and receives) 1.3-2.5x in three A/Bs, every row. A FIFO moves
- * each byte twice, and out of the cache both copies cost memory
- * bandwidth. (Earlier A/Bs on zero-filled buffers, which this CPU copies
- * faster, had put them at 8-16 MiB.)
- *
- * Allgather: on 4 ranks reading blocks from their owners was 1.03-3x
- * faster than the ring at 2 and 4 MiB and 1.2-3.3x at 8 MiB in every one
- * of six A/Bs (2 MiB: five); 3 ranks were not measured. On 2 ranks (the
- * twin) 1.02-1.19x at 4 MiB and 1.7-2.2x at 8 MiB in four of four, and
- * 0.8-0.98x at 2 MiB; with shared-memory huge pages (topo/hugepages.h)
- * 1.2-1.5x from 1 MiB. Eight of those ten A/Bs timed zero-filled buffers;
- * the two on filled ones (one per rank count) agree.
- *
- * The rest (allreduce, reduce-scatter, reduce, gather, scatter), 16 MiB:
- * a 2-rank allreduce goes direct up to 8 MiB (each rank reads the other's
- * whole input) and single copy there was 1.02-1.45x the FIFOs in two A/Bs
- * on filled buffers, about 0.5x in one on zeros (with huge pages);
- * reduce-scatter moved between 2x slower and 1.6x faster from run to run;
- * gather was 0.70-1.35x at 1-8 MiB and scatter 0.97-1.56x in one A/B each
- * (2 and 4 ranks); reduce was not measured. */
-#define TUNER_SINGLE_COPY_OTHERS ((size_t)16 << 20)
-#define TUNER_SINGLE_COPY_SPREAD ((size_t)1 << 20)
-#define TUNER_SINGLE_COPY_ALLGATHER ((size_t)2 << 20)
-#define TUNER_SINGLE_COPY_ALLGATHER_PAIR ((size_t)4 << 20)
-#define TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE ((size_t)1 << 20)
-
-/* Allgather's figure for a node of nlocal ranks. A rank alone on its node
- * reads no peer in place and proposes the smallest figure there is, so
- * that through the agreement's maximum it never raises the figure of
- * nodes that do, whatever their page size. */
-static size_t tuner_allgather_copy_bytes(int nlocal, int huge)
-{
-    if (nlocal >= 3)
-        return TUNER_SINGLE_COPY_ALLGATHER;
-    if (nlocal == 2)
-        return huge ? TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE : TUNER_SINGLE_COPY_ALLGATHER_PAIR;
-    return TUNER_SINGLE_COPY_ALLGATHER_PAIR_HUGE;
-}
+ * A FIFO moves each byte twice, and the reader takes every line from the
+ * writer's cache. Where the VM's two vCPUs sit far apart on the host (a
+ * cache line's round trip between them 500 ns instead of 85-110, by all
+ * appearances another socket; the placement changes every few seconds)
+ * that transfer collapses: the 2-rank FIFO allreduce took
+ * 2.6-3.6x as long there as single copy at 1-8 MiB (578 against 220 us
+ * at 1 MiB), while single copy, which reads lines its owner only read,
+ * kept its speed. On the same socket single copy was 0.83-1.11x the FIFO
+ * for allreduce (2, 4, 8 ranks), faster for reduce-scatter (2 ranks,
+ * 0.67-1.03x), scatter (0.45-0.94x), gather from 2 MiB (0.66-1.0x; 1.02-
+ * 1.07x at 1 MiB), the 2-rank allgather (1 and 2 MiB: 50 and 97 against
+ * 69 and 149 us) once its twin copies stopped streaming below
+ * CCL_STREAM_THRESHOLD (core/exec_host.c), about equal for the 4-rank
+ * allgather; broadcast, alltoall and send/recv had been 1.03-3.5x faster
+ * from 1 MiB before. Reduce is the exception: on 2 ranks single copy was
+ * 1.19-1.37x slower up to 8 MiB, on 4 ranks 0.97-1.10x. */
+#define TUNER_SINGLE_COPY_BYTES ((size_t)1 << 20)
+#define TUNER_SINGLE_COPY_REDUCE ((size_t)16 << 20)
 
 const char *tuner_algo_name(algo_t algo)
 {
@@ -110,7 +84,7 @@ const char *tuner_algo_name(algo_t algo)
 typedef struct {
     double shm_bw, shm_lat, net_bw, net_lat;
     double cores;
-    uint64_t single_copy, single_copy_allgather;
+    uint64_t single_copy;
     int32_t bad_algo, single_copy_auto;
     uint32_t allowed[SCHED_NUM_COLLS];
 } tuner_wire_t;
@@ -153,10 +127,9 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
     int64_t sc = param_int(PARAM_SINGLE_COPY_THRESHOLD);
     out->single_copy_auto = sc < 0;
     if (sc >= 0) {
-        out->single_copy_bytes = out->single_copy_allgather = (size_t)sc;
+        out->single_copy_bytes = (size_t)sc;
     } else {
-        out->single_copy_bytes = TUNER_SINGLE_COPY_OTHERS;
-        out->single_copy_allgather = tuner_allgather_copy_bytes(nlocal, topo_shm_huge_pages());
+        out->single_copy_bytes = TUNER_SINGLE_COPY_BYTES;
     }
     out->shm_bw = param_num(PARAM_SHM_BW);
     if (out->shm_bw <= 0)
@@ -200,7 +173,6 @@ static void tuner_local(const struct ccl_comm *comm, tuner_wire_t *w)
     w->net_lat = l.net_lat;
     w->cores = l.cores;
     w->single_copy = l.single_copy_bytes;
-    w->single_copy_allgather = l.single_copy_allgather;
     w->single_copy_auto = l.single_copy_auto;
     char bad[128];
     w->bad_algo = tune_parse_algo(param_str(PARAM_ALGO), w->allowed, bad, sizeof bad);
@@ -221,17 +193,7 @@ size_t tuner_single_copy_bytes(const struct ccl_comm *comm, sched_coll_t coll)
     size_t sc = comm->tune.link.single_copy_bytes;
     if (!comm->tune.link.single_copy_auto || sc == 0)
         return sc;
-    switch (coll) {
-    case SCHED_ALLGATHER:
-        return comm->tune.link.single_copy_allgather;
-    case SCHED_BROADCAST:
-    case SCHED_ALLTOALL:
-    case SCHED_P2P_SEND:
-    case SCHED_P2P_RECV:
-        return TUNER_SINGLE_COPY_SPREAD;
-    default:
-        return sc;
-    }
+    return coll == SCHED_REDUCE && sc < TUNER_SINGLE_COPY_REDUCE ? TUNER_SINGLE_COPY_REDUCE : sc;
 }
 
 ccl_result_t tuner_init(struct ccl_comm *comm)
@@ -246,8 +208,8 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     /* The slowest figures any rank gave (net ones: of the ranks that had
      * an opinion); rank 0's CCL_ALGO and CCL_SINGLE_COPY_THRESHOLD, or
      * where rank 0 left the threshold automatic, the largest any rank
-     * worked out (a node without huge pages in shared memory, or with
-     * fewer ranks). */
+     * worked out (today every rank works out the same; a figure that came
+     * to depend on the node would need no change here). */
     tuner_wire_t agreed = all[0];
     int algo_differs = 0, copy_differs = 0;
     for (int r = 1; r < n; r++) {
@@ -262,8 +224,6 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         algo_differs |= memcmp(w->allowed, all[0].allowed, sizeof w->allowed) != 0;
         if (all[0].single_copy_auto && w->single_copy_auto && w->single_copy > agreed.single_copy)
             agreed.single_copy = w->single_copy;
-        if (all[0].single_copy_auto && w->single_copy_auto && w->single_copy_allgather > agreed.single_copy_allgather)
-            agreed.single_copy_allgather = w->single_copy_allgather;
         copy_differs |= w->single_copy_auto != all[0].single_copy_auto ||
                         (!all[0].single_copy_auto && w->single_copy != all[0].single_copy);
     }
@@ -287,7 +247,6 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         .board_bytes = comm->board.hdr ? comm->board.slot_bytes : 0,
         .single_copy_bytes = (size_t)agreed.single_copy,
         .single_copy_auto = all[0].single_copy_auto,
-        .single_copy_allgather = (size_t)agreed.single_copy_allgather,
     };
     CCL_TRY(tune_model_init(&comm->tune, &links, n, &comm->layout));
     memcpy(comm->algo_allowed, agreed.allowed, sizeof comm->algo_allowed);
@@ -296,10 +255,8 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
     if (comm->rank == 0 && log_enabled(LOG_INFO, SUB_TUNING)) {
         tune_describe(&comm->tune, tuner_log_line, NULL);
         if (comm->tune.link.single_copy_auto)
-            LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes for allgather, %zu for broadcast, "
-                     "alltoall and send/recv, %zu for the others",
-                     tuner_single_copy_bytes(comm, SCHED_ALLGATHER), tuner_single_copy_bytes(comm, SCHED_BROADCAST),
-                     tuner_single_copy_bytes(comm, SCHED_ALLREDUCE));
+            LOG_INFO(SUB_TUNING, "tuner: single copy from %zu bytes, for reduce from %zu",
+                     tuner_single_copy_bytes(comm, SCHED_ALLREDUCE), tuner_single_copy_bytes(comm, SCHED_REDUCE));
         if (param_str(PARAM_ALGO)[0])
             LOG_INFO(SUB_TUNING, "tuner: CCL_ALGO=\"%s\"", param_str(PARAM_ALGO));
         tune_table(&comm->tune, SCHED_ALLREDUCE, 8, (size_t)1 << 30, 8, comm->algo_allowed[SCHED_ALLREDUCE],

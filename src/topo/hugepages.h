@@ -8,9 +8,8 @@
  * to write one). With huge pages for shared memory one fault maps 2 MiB
  * (a MiB written through a new mapping: 60 us). Whether memfds get them
  * is the kernel's shmem_enabled setting (ccl_mem_alloc asks with
- * MADV_HUGEPAGE, which "advise" honours); the tuner reads it for the one
- * figure it moved in A/Bs: a 2-rank allgather's single-copy size, 1 MiB
- * with huge pages and 4 MiB without (core/tuner.c).
+ * MADV_HUGEPAGE, which "advise" honours). ccl-info prints it; the tuner's
+ * single-copy sizes no longer depend on it (core/tuner.c).
  */
 #ifndef CCL_TOPO_HUGEPAGES_H
 #define CCL_TOPO_HUGEPAGES_H

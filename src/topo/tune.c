@@ -536,7 +536,7 @@ static double tune_pairwise(const tune_ev_t *e)
     const tune_model_t *m = e->m;
     int n = e->n, net = e->nn > 1;
     if (e->coll == SCHED_ALLGATHER) {
-        size_t sc = m->link.single_copy_allgather;
+        size_t sc = m->link.single_copy_bytes;
         if (net || n < 2 || sc == 0 || e->size < (double)sc)
             return INFINITY; /* not modelled: runs only when CCL_ALGO asks for it */
         return TUNE_AG_PAIRWISE_FACTOR * tune_ring(e);
@@ -838,20 +838,19 @@ static void tune_us_str(double us, char *buf, size_t len)
 
 void tune_describe(const tune_model_t *m, tune_line_fn line, void *arg)
 {
-    char text[512], slot[32], board[32], cores[16], copy[32], ag[32];
+    char text[512], slot[32], board[32], cores[16], copy[32];
     const tune_links_t *l = &m->link;
     tune_size_str(l->slot_bytes, slot, sizeof slot);
     tune_size_str(l->board_bytes, board, sizeof board);
     tune_size_str(l->single_copy_bytes, copy, sizeof copy);
-    tune_size_str(l->single_copy_allgather, ag, sizeof ag);
     snprintf(cores, sizeof cores, "%.3g", l->cores);
     snprintf(text, sizeof text,
              "tuner inputs: %d ranks on %d node%s (%d to %d per node), %s cores per node, slot %s, board %s, "
-             "single copy from %s (allgather %s)%s; shm %.3g GB/s per pass, %.3g us per hop; net %.3g GB/s per NIC, "
+             "single copy from %s%s; shm %.3g GB/s per pass, %.3g us per hop; net %.3g GB/s per NIC, "
              "%.3g us per hop",
              m->nranks, m->nnodes, m->nnodes == 1 ? "" : "s", m->min_local, m->max_local, l->cores > 0 ? cores : "enough", slot,
              l->board_bytes ? board : "none", l->single_copy_bytes ? copy : "never",
-             l->single_copy_allgather ? ag : "never", l->single_copy_auto ? " (automatic)" : "", l->shm_bw, l->shm_lat,
+             l->single_copy_auto ? " (automatic)" : "", l->shm_bw, l->shm_lat,
              l->net_bw, l->net_lat);
     line(arg, text);
     snprintf(text, sizeof text,

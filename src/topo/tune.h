@@ -50,9 +50,9 @@ typedef struct {
     double cores;       /* cores a node's ranks share (a share of a machine's); 0: one per rank */
     size_t slot_bytes;  /* pipelining unit: one FIFO slot */
     size_t board_bytes; /* per-rank capacity of the one-shot board; 0: no board */
-    size_t single_copy_bytes; /* from this size a local peer's ccl_mem_alloc buffer is read in place; 0: never */
+    size_t single_copy_bytes; /* from this size a local peer's ccl_mem_alloc buffer is read in place; 0: never
+                               * (automatic: reduce has a larger figure of its own, core/tuner.c) */
     int single_copy_auto;     /* ... as CCL_SINGLE_COPY_THRESHOLD=-1 worked it out */
-    size_t single_copy_allgather; /* the same for allgather (core/tuner.c: it has figures of its own) */
 } tune_links_t;
 
 /* Cap on recursive doubling exchanges the model tracks (2^31 ranks). */

@@ -23,7 +23,6 @@
 
 #include "core/comm.h"
 #include "core/param.h"
-#include "topo/hugepages.h"
 
 /* Sentinel written into *out before a parse, to see whether it was touched. */
 #define UNTOUCHED ((int64_t)0x5a5a5a5a5a5a5a5aLL)
@@ -169,56 +168,43 @@ static void test_defaults_of_unset_params(void **state)
 }
 
 /* CCL_SINGLE_COPY_THRESHOLD unset (automatic): what the tuner proposes
- * for 1 to 4 local ranks, from this machine's shared-memory THP
- * setting (test_cpus covers reading it). */
+ * for 1 to 4 local ranks, and what each collective then uses. */
 static void test_single_copy_automatic(void **state)
 {
     (void)state;
-    tune_links_t one, two, three, four;
-    tuner_links_local(NULL, 0, 1, 1, 1, &one); /* alone on its node: proposes the smaller allgather figure */
+    tune_links_t one, two, four;
+    tuner_links_local(NULL, 0, 1, 1, 1, &one);
     tuner_links_local(NULL, 1, 2, 2, 1, &two);
-    tuner_links_local(NULL, 1, 3, 3, 1, &three);
     tuner_links_local(NULL, 1, 4, 4, 1, &four);
     assert_int_equal(two.single_copy_auto, 1);
     assert_int_equal(four.single_copy_auto, 1);
-    int huge = topo_shm_huge_pages();
-    assert_int_equal(two.single_copy_bytes, (size_t)16 << 20);
-    assert_int_equal(four.single_copy_bytes, (size_t)16 << 20);
-    /* Allgather's own: 4 MiB on 2 ranks (1 MiB with huge pages), 2 MiB on
-     * more; alone, the smallest there is (it must not raise others'). */
-    assert_int_equal(two.single_copy_allgather, huge ? (size_t)1 << 20 : (size_t)4 << 20);
-    assert_int_equal(three.single_copy_allgather, (size_t)2 << 20);
-    assert_int_equal(four.single_copy_allgather, (size_t)2 << 20);
-    assert_int_equal(one.single_copy_allgather, (size_t)1 << 20);
+    assert_int_equal(one.single_copy_bytes, (size_t)1 << 20);
+    assert_int_equal(two.single_copy_bytes, (size_t)1 << 20);
+    assert_int_equal(four.single_copy_bytes, (size_t)1 << 20);
 
-    /* Per collective, from what the ranks agreed: allgather its own,
-     * broadcast, alltoall and send/recv from 1 MiB, the rest 16 MiB; a figure the
-     * user set applies as it is, to all. */
+    /* Per collective, from what the ranks agreed: every one from that
+     * figure, reduce from 16 MiB; a figure the user set applies as it is,
+     * to all. */
     static struct ccl_comm comm;
     tune_links_t *l = &comm.tune.link;
     *l = two;
-    l->single_copy_allgather = (size_t)4 << 20;
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)4 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)1 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)1 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE_SCATTER), (size_t)16 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)16 << 20);
+    static const sched_coll_t from_1m[] = {SCHED_ALLREDUCE, SCHED_ALLGATHER, SCHED_REDUCE_SCATTER, SCHED_BROADCAST,
+                                           SCHED_ALLTOALL,  SCHED_GATHER,    SCHED_SCATTER,        SCHED_P2P_SEND,
+                                           SCHED_P2P_RECV};
+    for (size_t i = 0; i < sizeof from_1m / sizeof from_1m[0]; i++)
+        assert_int_equal(tuner_single_copy_bytes(&comm, from_1m[i]), (size_t)1 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE), (size_t)16 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_GATHER), (size_t)16 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_SCATTER), (size_t)16 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_SEND), (size_t)1 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_P2P_RECV), (size_t)1 << 20);
-    l->single_copy_allgather = (size_t)2 << 20; /* 4 local ranks */
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)2 << 20);
+    l->single_copy_bytes = (size_t)32 << 20; /* agreed larger than reduce's own: reduce does not go lower */
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE), (size_t)32 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)32 << 20);
     l->single_copy_auto = 0; /* set by the user: as it is, for every collective */
-    l->single_copy_bytes = l->single_copy_allgather = (size_t)8 << 20;
+    l->single_copy_bytes = (size_t)8 << 20;
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLREDUCE), (size_t)8 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), (size_t)8 << 20);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLTOALL), (size_t)8 << 20);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE), (size_t)8 << 20);
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), (size_t)8 << 20);
-    l->single_copy_bytes = l->single_copy_allgather = 0;
+    l->single_copy_bytes = 0;
     assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_ALLGATHER), 0);
-    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_BROADCAST), 0);
+    assert_int_equal(tuner_single_copy_bytes(&comm, SCHED_REDUCE), 0);
 }
 
 static void test_set_values_are_read(void **state)

@@ -191,8 +191,7 @@ static void test_single_host_picks(void **state)
             tune_model_t mg;
             sched_layout_t glay;
             tune_links_t gl = links_default(1, 20);
-            gl.single_copy_bytes = 64 * MiB; /* the other collectives' figure does not count */
-            gl.single_copy_allgather = 16 * MiB;
+            gl.single_copy_bytes = 16 * MiB;
             if (nodes > 1)
                 gl.board_bytes = 0;
             assert_int_equal(tune_layout_blocked(n, nodes, &glay), CCL_SUCCESS);

@@ -1,0 +1,94 @@
+#!/bin/bash
+# ab.sh - interleaved A/B of ccl settings (and Open MPI), sorted by where the
+# vCPUs sat: the tool behind perf/RESULTS.md's threshold choices.
+#
+# usage: perf/ab.sh [-r REPS] [-n NP] [-C COLL] [-b MIN] [-e MAX] [-i ITERS] [-w WARMUP] CONFIG...
+#   CONFIG: name=VAR=value[,VAR=value...] runs ccl-perf with those variables
+#           (name=- for none); ompi and ompih run mpi-bench under Open MPI
+#           (ompih with GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
+#   Defaults: -r 5 -n 2 -C allreduce -b 1M -e 16M -i 20 -w 5.
+#   e.g. perf/ab.sh -C allgather base=- sc1=CCL_SINGLE_COPY_THRESHOLD=1M ompih
+#
+# Each repetition runs every configuration once, in turn, so that they share
+# the machine's slow and fast phases. build/bin/core-rtt runs before and
+# after each invocation: on the project's VMs the host moves the vCPUs
+# every few seconds (perf/core_rtt.c), and FIFO transfers run 3-5x slower
+# when they sit far apart, so the report gives medians per placement
+# (smt, socket, far; "moved" when before and after differ), with the
+# invocation count, and each configuration's time over the first one's.
+# Times are ccl-perf's out-of-place column (-a 3: max over ranks), in us.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+R=5 NP=2 COLL=allreduce MIN=1M MAX=16M ITERS=20 WARMUP=5
+while getopts "r:n:C:b:e:i:w:h" o; do
+    case $o in
+    r) R=$OPTARG ;; n) NP=$OPTARG ;; C) COLL=$OPTARG ;; b) MIN=$OPTARG ;; e) MAX=$OPTARG ;;
+    i) ITERS=$OPTARG ;; w) WARMUP=$OPTARG ;;
+    *) sed -n '/^# usage:/,/^#   e.g./s/^# \{0,1\}//p' "$0"; exit 2 ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -ge 1 ] || { echo "ab.sh: name at least one configuration (-h)" >&2; exit 2; }
+for b in build/bin/ccl-perf build/bin/core-rtt; do
+    [ -x $b ] || { echo "ab.sh: $b missing: run make all tools" >&2; exit 2; }
+done
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ARGS=(-C "$COLL" -d float -o sum -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -c 0 -a 3)
+MPI=(mpirun --oversubscribe -np "$NP" --mca pml ob1 --mca btl self,vader)
+ROWS=$(mktemp)
+trap 'rm -f "$ROWS"' EXIT
+place() { build/bin/core-rtt -n 5000 2>/dev/null | awk '{ print $2 }'; }
+for ((rep = 1; rep <= R; rep++)); do
+    for cfg in "$@"; do
+        name=${cfg%%=*}
+        before=$(place)
+        case $cfg in
+        ompi) out=$("${MPI[@]}" build/bin/mpi-bench "${ARGS[@]}") ;;
+        ompih) out=$("${MPI[@]}" -x GLIBC_TUNABLES=glibc.malloc.hugetlb=1 build/bin/mpi-bench "${ARGS[@]}") ;;
+        *=*)
+            vars=${cfg#*=}
+            [ "$vars" = - ] && vars=""
+            out=$(env ${vars//,/ } build/bin/ccl-perf -m host --np "$NP" -W 1 "${ARGS[@]}") ;;
+        *) echo "ab.sh: configuration '$cfg' is neither name=VARS nor ompi/ompih" >&2; exit 2 ;;
+        esac
+        after=$(place)
+        where=$([ "$before" = "$after" ] && echo "$before" || echo moved)
+        echo "$out" | awk -v p="$where" -v c="$name" '$1 ~ /^[0-9]+$/ && NF >= 9 { print p, c, $1, $6 }' >>"$ROWS"
+    done
+    echo "ab.sh: repetition $rep of $R done" >&2
+done
+echo "# perf/ab.sh -r $R -n $NP -C $COLL -b $MIN -e $MAX -i $ITERS -w $WARMUP $*"
+echo "# median us per call (invocations), by vCPU placement; ratio = time / $(echo "${1%%=*}")'s"
+awk -v order="$(for c in "$@"; do printf '%s ' "${c%%=*}"; done)" '
+    function median(list,    v, n, i, j, t) {
+        n = split(list, v, " ")
+        for (i = 2; i <= n; i++) {
+            t = v[i] + 0
+            for (j = i - 1; j >= 1 && v[j] + 0 > t; j--) v[j + 1] = v[j]
+            v[j + 1] = t
+        }
+        return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+    }
+    { t[$1, $2, $3] = t[$1, $2, $3] " " $4; cnt[$1, $2, $3]++; size[$3] = 1; seen[$1] = 1 }
+    END {
+        nc = split(order, cf, " ")
+        ns = 0
+        for (s in size) sz[++ns] = s + 0
+        for (i = 2; i <= ns; i++) { x = sz[i]; for (j = i - 1; j >= 1 && sz[j] > x; j--) sz[j + 1] = sz[j]; sz[j + 1] = x }
+        split("smt socket far moved", pl, " ")
+        for (p = 1; p <= 4; p++) {
+            if (!(pl[p] in seen)) continue
+            for (k = 1; k <= ns; k++) {
+                line = sprintf("%-6s %9d", pl[p], sz[k]); base = ""
+                for (c = 1; c <= nc; c++) {
+                    key = pl[p] SUBSEP cf[c] SUBSEP sz[k]
+                    if (!(key in cnt)) { line = line sprintf("  %s -", cf[c]); continue }
+                    m = median(t[key])
+                    if (c == 1) base = m
+                    line = line sprintf("  %s %.1f (%d)", cf[c], m, cnt[key])
+                    if (c > 1 && base != "") line = line sprintf(" %.2f", m / base)
+                }
+                print line
+            }
+        }
+    }' "$ROWS"
