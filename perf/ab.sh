@@ -4,7 +4,9 @@
 #
 # usage: perf/ab.sh [-r REPS] [-n NP] [-C COLL] [-b MIN] [-e MAX] [-i ITERS] [-w WARMUP] CONFIG...
 #   CONFIG: name=VAR=value[,VAR=value...] runs ccl-perf with those variables
-#           (name=- for none); ompi and ompih run mpi-bench under Open MPI
+#           (name=- for none; a comma starts another VAR=value only where
+#           one follows, so CCL_ALGO=tree,rd stays whole); ompi and ompih
+#           run mpi-bench under Open MPI
 #           (ompih with GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
 #   Defaults: -r 5 -n 2 -C allreduce -b 1M -e 16M -i 20 -w 5.
 #   e.g. perf/ab.sh -C allgather base=- sc1=CCL_SINGLE_COPY_THRESHOLD=1M ompih
@@ -14,7 +16,8 @@
 # after each invocation: on the project's VMs the host moves the vCPUs
 # every few seconds (perf/core_rtt.c), and FIFO transfers run 3-5x slower
 # when they sit far apart, so the report gives medians per placement
-# (smt, socket, far; "moved" when before and after differ), with the
+# (smt, socket, far; "moved" when before and after differ, "unknown" when
+# core-rtt could not run), with the
 # invocation count, and each configuration's time over the first one's.
 # Times are ccl-perf's out-of-place column (-a 3: max over ranks), in us.
 set -u
@@ -29,15 +32,18 @@ while getopts "r:n:C:b:e:i:w:h" o; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "ab.sh: name at least one configuration (-h)" >&2; exit 2; }
-for b in build/bin/ccl-perf build/bin/core-rtt; do
+need="build/bin/ccl-perf build/bin/core-rtt"
+case " $* " in *" ompi "* | *" ompih "*) need="$need build/bin/mpi-bench" ;; esac
+for b in $need; do
     [ -x $b ] || { echo "ab.sh: $b missing: run make all tools" >&2; exit 2; }
 done
+case "$R" in '' | *[!0-9]*) echo "ab.sh: -r wants a number" >&2; exit 2 ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ARGS=(-C "$COLL" -d float -o sum -b "$MIN" -e "$MAX" -f 2 -n "$ITERS" -w "$WARMUP" -c 0 -a 3)
 MPI=(mpirun --oversubscribe -np "$NP" --mca pml ob1 --mca btl self,vader)
 ROWS=$(mktemp)
 trap 'rm -f "$ROWS"' EXIT
-place() { build/bin/core-rtt -n 5000 2>/dev/null | awk '{ print $2 }'; }
+place() { timeout 15 build/bin/core-rtt -n 5000 2>/dev/null | awk '{ print $2 }' | grep . || echo unknown; }
 for ((rep = 1; rep <= R; rep++)); do
     for cfg in "$@"; do
         name=${cfg%%=*}
@@ -46,9 +52,11 @@ for ((rep = 1; rep <= R; rep++)); do
         ompi) out=$("${MPI[@]}" build/bin/mpi-bench "${ARGS[@]}") ;;
         ompih) out=$("${MPI[@]}" -x GLIBC_TUNABLES=glibc.malloc.hugetlb=1 build/bin/mpi-bench "${ARGS[@]}") ;;
         *=*)
-            vars=${cfg#*=}
-            [ "$vars" = - ] && vars=""
-            out=$(env ${vars//,/ } build/bin/ccl-perf -m host --np "$NP" -W 1 "${ARGS[@]}") ;;
+            # Split at the commas that start another VAR= only: values such
+            # as CCL_ALGO=tree,rd hold commas of their own.
+            kv=()
+            [ "${cfg#*=}" = - ] || mapfile -t kv < <(sed 's/,\([A-Z_][A-Z0-9_]*=\)/\n\1/g' <<<"${cfg#*=}")
+            out=$(env "${kv[@]}" build/bin/ccl-perf -m host --np "$NP" -W 1 "${ARGS[@]}") ;;
         *) echo "ab.sh: configuration '$cfg' is neither name=VARS nor ompi/ompih" >&2; exit 2 ;;
         esac
         after=$(place)
@@ -75,8 +83,8 @@ awk -v order="$(for c in "$@"; do printf '%s ' "${c%%=*}"; done)" '
         ns = 0
         for (s in size) sz[++ns] = s + 0
         for (i = 2; i <= ns; i++) { x = sz[i]; for (j = i - 1; j >= 1 && sz[j] > x; j--) sz[j + 1] = sz[j]; sz[j + 1] = x }
-        split("smt socket far moved", pl, " ")
-        for (p = 1; p <= 4; p++) {
+        split("smt socket far moved unknown", pl, " ")
+        for (p = 1; p <= 5; p++) {
             if (!(pl[p] in seen)) continue
             for (k = 1; k <= ns; k++) {
                 line = sprintf("%-6s %9d", pl[p], sz[k]); base = ""

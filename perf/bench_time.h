@@ -1,6 +1,6 @@
 /*
  * bench_time.h - the clock and the median shared by the micro-benchmarks
- * (memcpy-bench, reduce-bench): header-only, each is a single file.
+ * (memcpy-bench, reduce-bench, page-probe, core-rtt): header-only, each is a single file.
  */
 #ifndef CCL_PERF_BENCH_TIME_H
 #define CCL_PERF_BENCH_TIME_H

@@ -146,6 +146,13 @@ MPIRUN_BASE="$MPIRUN --oversubscribe -np {np} --mca pml ob1 --mca btl self,$SM_B
 # takes 0.1 to 1 s, so 5 calls time it well and 20 would take minutes.
 # Calls of 5 to 500 us (64 KiB to 1 MiB) get 200 iterations: with 20, one
 # preemption on this shared VM moved a row by 5x from run to run.
+# Both benchmarks rotate each call to the next slice of buffers as large as
+# the invocation's largest size, and warm up over the first slices: in one
+# invocation from 2 to 64 MiB the 2 MiB row has 32 slices and 5 warm-up
+# calls, so most timed calls were first uses of their pages (ccl's single
+# copy then maps the peer's pages, 2-10 us each here, which an application
+# that reuses its buffers pays once). Invocations up to 8 MiB and from 16
+# MiB have at most 4 slices a row, all warmed.
 # Quick mode keeps the sizes the report quotes (8 B, 4 MiB, 64 MiB).
 if [ "$QUICK" = 1 ]; then
     SMALL_ITERS=${SMALL_ITERS:-200}
@@ -158,8 +165,8 @@ else
     SMALL_WARMUP=${SMALL_WARMUP:-100}
     MID_ITERS=${MID_ITERS:-200}
     MID_WARMUP=${MID_WARMUP:-20}
-    AR_RANGES="8:32K:2:$SMALL_ITERS:$SMALL_WARMUP 64K:1M:2:$MID_ITERS:$MID_WARMUP 2M:64M:2"
-    AG_RANGES="1M:1M:2:$MID_ITERS:$MID_WARMUP 2M:64M:2"
+    AR_RANGES="8:32K:2:$SMALL_ITERS:$SMALL_WARMUP 64K:1M:2:$MID_ITERS:$MID_WARMUP 2M:8M:2 16M:64M:2"
+    AG_RANGES="1M:1M:2:$MID_ITERS:$MID_WARMUP 2M:8M:2 16M:64M:2"
     OS8_RANGE="64M:64M:2:5:2"
 fi
 
@@ -175,7 +182,7 @@ if [ -z "$COLLS" ]; then
     )
 else
     SECTIONS=()
-    if [ "$QUICK" = 1 ]; then BIG_RANGE="64M:64M:2"; else BIG_RANGE="4M:64M:4"; fi
+    if [ "$QUICK" = 1 ]; then BIG_RANGE="64M:64M:2"; else BIG_RANGE="4M:4M:2 16M:64M:4"; fi
     for coll in $COLLS; do
         case $coll in
         allreduce | broadcast | reduce | sendrecv) split=0 ;;
@@ -239,12 +246,12 @@ run_one() { # tag command...
     local out=$RAW/$tag.out t0 t1 rc
     # Where the vCPUs sit, before and after (perf/core_rtt.c): runs are
     # comparable only within one placement.
-    [ -x "$CORE_RTT" ] && "$CORE_RTT" -n 5000 2>/dev/null | awk '{ printf "%s ", $2 }' >"$RAW/$tag.rtt"
+    [ -x "$CORE_RTT" ] && timeout 15 "$CORE_RTT" -n 5000 2>/dev/null | awk '{ printf "%s ", $2 }' >"$RAW/$tag.rtt"
     t0=$(date +%s.%N)
     timeout -k 10 "$RUN_TIMEOUT" "$@" >"$out" 2>&1
     rc=$?
     t1=$(date +%s.%N)
-    [ -x "$CORE_RTT" ] && "$CORE_RTT" -n 5000 2>/dev/null | awk '{ print $2 }' >>"$RAW/$tag.rtt"
+    [ -x "$CORE_RTT" ] && timeout 15 "$CORE_RTT" -n 5000 2>/dev/null | awk '{ print $2 }' >>"$RAW/$tag.rtt"
     # A failed run still gives its rows when it printed any (a run that
     # found wrong results exits non-zero after its table).
     if [ $rc -ne 0 ]; then
@@ -332,7 +339,7 @@ placements() {
             NF == 2 { n[$1 == $2 ? $1 : "moved"]++ }
             END { printf "%s: %d smt, %d socket, %d far, %d moved; ", c, n["smt"], n["socket"], n["far"], n["moved"] }')"
     done
-    echo "vCPU placement per invocation (build/bin/core-rtt before and after; far = a cache line's round trip of 300 ns and more,"
+    echo "vCPU placement per invocation ($CORE_RTT before and after; far = a cache line's round trip of 300 ns and more,"
     echo "where FIFO transfers slow down 3-5x, perf/RESULTS.md): ${line%; }."
 }
 
@@ -344,7 +351,7 @@ report() {
         "$(ldd --version 2>/dev/null | awk 'NR == 1 { print "glibc " $NF }');" \
         "THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)," \
         "shared-memory THP $(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)" \
-        "(ccl's automatic single-copy size depends on it; ccl-info prints it)."
+        "(ccl-info prints it)."
     echo "Load average when started: $LOADAVG."
     placements
     echo "Median of $R run(s) per configuration; per size $ITERS timed iterations after $WARMUP warm-up calls,"

@@ -14,7 +14,8 @@
  *   core-rtt [-a CPU] [-b CPU] [-n ROUNDTRIPS]     defaults: -a 0 -b 1 -n 20000
  *
  * Two forked processes pinned to the two CPUs bounce a counter on one
- * shared line; the first fifth of the round trips is a warm-up. Output,
+ * shared line; the first fifth of the round trips is a warm-up (each side
+ * gives up after 10 s). Output,
  * one line: "<ns per round trip> <smt|socket|far>" (below 70 ns: smt, below
  * 300: socket, else far). Exits 1 when the CPUs cannot be pinned.
  */
@@ -24,15 +25,19 @@
 #include "bench_time.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #define RTT_SMT_NS 70.0
 #define RTT_SOCKET_NS 300.0
+/* A side whose partner died spins: it gives up after this long. */
+#define RTT_LIMIT_S 10
 
 typedef struct {
     _Atomic long ping;
@@ -102,9 +107,19 @@ int main(int argc, char **argv)
         kids[s] = fork();
         if (kids[s] < 0) {
             perror("core-rtt: fork");
+            if (s == 1) {
+                kill(kids[0], SIGKILL);
+                waitpid(kids[0], NULL, 0);
+            }
             return 1;
         }
         if (kids[s] == 0) {
+            /* Never left spinning on a 2-core benchmark machine: not when
+             * the parent is killed, not when the other side is. */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() == 1)
+                _exit(1);
+            alarm(RTT_LIMIT_S);
             if (rtt_pin(cpu[s]) != 0) {
                 fprintf(stderr, "core-rtt: cannot run on CPU %d\n", cpu[s]);
                 _exit(1); /* the other side spins until it is killed below */

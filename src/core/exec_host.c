@@ -396,8 +396,8 @@ static shm_ref_t exec_make_ref(const exec_ctx_t *x, int from_send, const char *d
     return ref;
 }
 
-/* One slice into the reader's destination and the poster's twin, read
- * once; visible to the other side before it is counted as done (the
+/* One slice into the reader's destination and the poster's twin (read
+ * once when streamed, twice from the cache otherwise); visible to the other side before it is counted as done (the
  * slice's completion is published with a release store: enough for plain
  * stores, a fence for streamed ones). Streamed as other results are, from
  * CCL_STREAM_THRESHOLD: below it both buffers stay in the cache for the
@@ -731,7 +731,7 @@ out:
  * its own receive buffer (a broadcast's root out of place, every rank of a
  * pairwise allgather for its own block) makes that copy the reference's
  * twin (shm_help.h): its drain makes it together with the reader, each
- * slice read once for both buffers. Only where the reader's step is a
+ * slice written to both buffers by whoever claims it. Only where the reader's step is a
  * plain receive, which offers help: the end of a broadcast chain (2 ranks;
  * a forwarding reader declines, and we would have waited for its answer
  * to start our copy) and pairwise's independent receives. Of several sends

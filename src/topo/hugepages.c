@@ -10,15 +10,13 @@
  * them: so both must allow it. Each file lists the choices with the
  * selected one in brackets. always, within_size (our buffers are whole
  * huge pages, ftruncated before use), advise (we advise) and force give
- * huge pages; never and deny do not. A process whose launcher disabled
- * THP for it (prctl PR_SET_THP_DISABLE, inherited) gets none either.
+ * huge pages; never and deny do not. (A process whose launcher disabled
+ * THP for it, prctl PR_SET_THP_DISABLE, gets none whatever they say.)
  */
 #include "topo/hugepages.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 
 #define HP_DIR "/sys/kernel/mm/transparent_hugepage"
 
@@ -71,18 +69,4 @@ int topo_shm_huge_pages_at(const char *root, char *setting, size_t len)
     if (setting && len)
         snprintf(setting, len, "%s", word);
     return hp_allows(word);
-}
-
-int topo_shm_huge_pages(void)
-{
-    /* Racing first callers compute the same value; no lock needed. -1:
-     * not read yet. */
-    static atomic_int cached = -1;
-    int h = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (h < 0) {
-        int off = prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0);
-        h = off > 0 ? 0 : topo_shm_huge_pages_at("", NULL, 0);
-        atomic_store_explicit(&cached, h, memory_order_relaxed);
-    }
-    return h;
 }

@@ -17,11 +17,9 @@
 #include <stddef.h>
 
 /* 1 when a memfd mapping advised MADV_HUGEPAGE gets PMD-size pages, 0 when
- * not (or unknown). Read once per process. */
-int topo_shm_huge_pages(void);
-/* The same from the sysfs files under `root` ("" for the real ones; tests
- * point it at a fake tree), not cached; `setting`, when given, receives
- * the setting that decided ("advise", "never", ... or "unknown"). */
+ * not (or unknown), from the sysfs files under `root` ("" for the real
+ * ones; tests point it at a fake tree); `setting`, when given, receives the
+ * setting that decided ("advise", "never", ... or "unknown"). */
 int topo_shm_huge_pages_at(const char *root, char *setting, size_t len);
 
 #endif

@@ -18,8 +18,10 @@
  * Twin: a poster that must also copy the same bytes into a buffer of its
  * own (a broadcast root out of place: send to receive buffer) names that
  * buffer in the block. A reader that offers its destination maps the twin
- * too, and whoever copies a slice writes it to both places, reading it
- * once (dev_copy_stream2). The poster then has no copy of its own to make
+ * too, and whoever copies a slice writes it to both places (streamed
+ * results from CCL_STREAM_THRESHOLD: both from one read, dev_copy_stream2;
+ * below it two plain copies, which leave both in the cache). The poster
+ * then has no copy of its own to make
  * before it helps. A poster whose call fails closes the block from its
  * side (shm_help_poster_close) and waits for the reader's slice in flight,
  * so that nothing writes into its buffer after it returns.
@@ -44,7 +46,8 @@ typedef struct {
      * reader took [0, front), the poster [n - back, n). */
     alignas(64) _Atomic uint64_t claims;
     _Atomic uint32_t state; /* SHM_HELP_*, written once by the reader */
-    uint32_t stream;        /* the reader writes its results non-temporally: so does the poster */
+    uint32_t stream;        /* the reader writes its results non-temporally: so does the poster
+                             * (with a twin, the poster's own CCL_STREAM_THRESHOLD decides both) */
     shm_ref_t dst;          /* the reader's destination for the whole step (when OFFERED) */
     alignas(64) shm_ref_t twin; /* the poster's own destination of the same bytes; len 0: none */
     alignas(64) _Atomic uint32_t state_waiters;

@@ -12,8 +12,9 @@
  * topo_usable_cpus stays between 1 and the online count. A real cgroup quota is checked by tests/run_all.sh
  * (tools/ccl-info-cgroup), where the machine allows one.
  *
- * The other thing a host offers its ranks that the tuner reads from the
- * kernel, whether shared memory gets huge pages (src/topo/hugepages.c),
+ * The other thing a host offers its ranks that ccl reads from the kernel,
+ * whether shared memory gets huge pages (src/topo/hugepages.c, printed by
+ * ccl-info),
  * from a fake sysfs the same way: the PMD size's own setting, its
  * "inherit" of the top-level one, a top level that forbids what the size
  * allows, a kernel with only the top-level file, every setting's meaning,
@@ -28,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -272,10 +272,6 @@ static void test_huge_pages(void **state)
     put(THP "shmem_enabled", "always advise\n");
     expect_huge(0, "unknown");
     assert_int_equal(topo_shm_huge_pages_at(root, NULL, 0), 0);
-    /* The real machine: whatever it says, unless THP is off for this
-     * process (a launcher's prctl). */
-    int off = prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0;
-    assert_int_equal(topo_shm_huge_pages(), off ? 0 : topo_shm_huge_pages_at("", NULL, 0));
 }
 
 int main(void)
