@@ -171,6 +171,7 @@ typedef struct {
     const coll_args_t *args;
     size_t esz;
     int stream_out;  /* write final results with non-temporal stores */
+    int stream_twin; /* ... and twin copies (exec_twin_copy), from a smaller size */
     void *scratch;   /* one slot of cache-resident scratch */
     void *premul_buf; /* one slot: this rank's input times the premulsum scalar */
     /* Single copy: data that lies in a registered user buffer is sent as a
@@ -397,14 +398,20 @@ static shm_ref_t exec_make_ref(const exec_ctx_t *x, int from_send, const char *d
 }
 
 /* One slice into the reader's destination and the poster's twin (read
- * once when streamed, twice from the cache otherwise); visible to the other side before it is counted as done (the
- * slice's completion is published with a release store: enough for plain
- * stores, a fence for streamed ones). Streamed as other results are, from
- * CCL_STREAM_THRESHOLD: below it both buffers stay in the cache for the
- * next call. Streaming them always made 2-rank single-copy calls of 1 to 8
- * MiB 1.3-3.3x slower (4 MiB allgather 308 against 95 us a call, broadcast
- * 296 against 99, alternating in one run, 2026-12-04); at 32 MiB streaming
- * wins (broadcast 1.31 against 1.97 ms). */
+ * once when streamed, twice from the cache otherwise); visible to the
+ * other side before it is counted as done (the slice's completion is
+ * published with a release store: enough for plain stores, a fence for
+ * streamed ones). Streamed from CCL_STREAM_THRESHOLD, but at most from
+ * EXEC_TWIN_STREAM_MAX: below both the buffers stay in the cache for the
+ * next call. Streaming always made 2-rank single-copy calls of 1 to 8 MiB
+ * 1.3-3.3x slower (4 MiB allgather 308 against 95 us a call, broadcast
+ * 296 against 99, alternating in one run, 2026-12-04). At 16 MiB it was
+ * mixed where the vCPUs share a socket (allgather 0.74-1.02x the plain
+ * time, broadcast 1.15x) and 0.49x where they sit far apart: the twin is
+ * written into the other rank's buffer, and streamed stores do not fetch
+ * its lines from a distant cache first. At 32 MiB streaming wins. */
+#define EXEC_TWIN_STREAM_MAX ((size_t)16 << 20)
+
 static void exec_twin_copy(char *dst, char *twin, const void *in, size_t nbytes, int stream)
 {
     if (!stream) {
@@ -438,7 +445,7 @@ static void exec_post_ref(exec_ctx_t *x, shm_conn_t *sc, void *slot, int from_se
             sc->lent_len = len;
         }
         sc->lent_exchange = x->args->coll == SCHED_ALLGATHER;
-        sc->lent_stream = x->stream_out;
+        sc->lent_stream = x->stream_twin;
         if (twin) {
             help->twin = exec_make_ref(x, 0, x->twin_dst, len);
             sc->lent_twin = x->twin_dst;
@@ -692,7 +699,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     int by_ref = !forward && ref_data && (from_send ? x->send_refs : x->recv_refs) &&
                  (sc->via_net ? x->net_refs : (from_send ? x->send_reg : x->recv_reg));
     if (copy && help && rc->help_twin) { /* a plain receive, into our buffer and the poster's twin */
-        exec_twin_copy(dst + off, rc->help_twin + off, in, nbytes, x->stream_out);
+        exec_twin_copy(dst + off, rc->help_twin + off, in, nbytes, x->stream_twin);
         shm_help_reader_done(help);
     } else if (copy) { /* else the poster copies this slice (shm_help.h) */
         exec_slice(st, x, in, by_ref || forward ? NULL : out, src ? src + off : NULL, dst ? dst + off : NULL, nbytes);
@@ -777,6 +784,9 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
                       .twin_step = -1, .twin_send = -1, .sched = sched};
     size_t send_bytes = a->send_bytes, recv_bytes = a->recv_bytes;
     x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
+    x->stream_twin = comm->stream_threshold > 0 &&
+                     recv_bytes >= (comm->stream_threshold < EXEC_TWIN_STREAM_MAX ? comm->stream_threshold
+                                                                                  : EXEC_TWIN_STREAM_MAX);
     if (sched->no_refs)
         return;
     /* A reference is safe only to memory that stays unchanged until the
@@ -1067,7 +1077,7 @@ out:
         exec_abandon_wait(jobs[j].comm);
     for (int j = 0; j < njobs; j++) {
         for (int c = 0; c < jobs[j].ncalls && runs[j].ctx; c++)
-            if (runs[j].ctx[c].stream_out) {
+            if (runs[j].ctx[c].stream_out || runs[j].ctx[c].stream_twin) {
                 dev_copy_fence(); /* streamed stores are ordered before we return */
                 break;
             }

@@ -73,7 +73,7 @@ typedef struct {
     /* Sender: the reader posts to us as we post to it (an allgather):
      * it copies every slice itself, and we only wait (shm_help.h). */
     int lent_exchange;
-    int lent_stream; /* the twin's copies stream (CCL_STREAM_THRESHOLD) */
+    int lent_stream; /* the twin's copies stream (exec_host.c, stream_twin) */
     /* After our call failed: 1 + the slices the peer took to copy into our
      * buffer (our twin as sender, our destination as receiver), which we
      * wait for before returning; 0: nothing to wait for. */

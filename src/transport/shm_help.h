@@ -18,9 +18,10 @@
  * Twin: a poster that must also copy the same bytes into a buffer of its
  * own (a broadcast root out of place: send to receive buffer) names that
  * buffer in the block. A reader that offers its destination maps the twin
- * too, and whoever copies a slice writes it to both places (streamed
- * results from CCL_STREAM_THRESHOLD: both from one read, dev_copy_stream2;
- * below it two plain copies, which leave both in the cache). The poster
+ * too, and whoever copies a slice writes it to both places (large steps,
+ * from CCL_STREAM_THRESHOLD or 16 MiB: streamed, both from one read,
+ * dev_copy_stream2; smaller ones two plain copies, which leave both in
+ * the cache). The poster
  * then has no copy of its own to make
  * before it helps. A poster whose call fails closes the block from its
  * side (shm_help_poster_close) and waits for the reader's slice in flight,
