@@ -170,6 +170,9 @@ void comm_free(struct ccl_comm *comm)
     shm_peer_cache_close(&comm->peer_maps);
     bs_close(&comm->bs);
     sched_free(&comm->sched);
+    for (int i = 0; i < comm->group_scheds_cap; i++)
+        sched_free(&comm->group_scheds[i]);
+    free(comm->group_scheds);
     sched_free(&comm->p2p_sched);
     free(comm->eng_arena);
     redop_free(comm);

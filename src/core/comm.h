@@ -90,6 +90,8 @@ struct ccl_comm {
      * collective holds while it waits for peers that may be in the split. */
     pthread_mutex_t bs_lock;
     sched_t sched;             /* reused schedule storage, under exec_lock */
+    sched_t *group_scheds;     /* ... and for the calls of a group (coll.c), grown as needed */
+    int group_scheds_cap;
     void *eng_arena;           /* reused engine state, under exec_lock */
     size_t eng_arena_cap;
     int check_args;            /* CCL_CHECK_ARGS: verify calls across ranks first */

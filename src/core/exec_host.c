@@ -968,6 +968,9 @@ static ccl_result_t exec_wait(exec_run_t *run, const eng_sweep_t *sw, int others
     return res == CCL_IN_PROGRESS ? CCL_SUCCESS : res;
 }
 
+/* Calls of a run whose executor state lives on the stack. */
+#define EXEC_GROUP_INLINE 8
+
 ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -978,20 +981,33 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
     *failed = 0;
     if (njobs <= 0)
         return CCL_SUCCESS;
-    /* One call on one comm (the common case) allocates nothing. */
+    /* One call on one comm (the common case) allocates nothing, nor does a
+     * small group (a send/recv pair). */
     int single = njobs == 1 && jobs[0].ncalls == 1;
+    exec_run_t runs_inline[EXEC_GROUP_INLINE];
+    exec_ctx_t ctxs_inline[EXEC_GROUP_INLINE];
+    eng_op_t eops_inline[EXEC_GROUP_INLINE];
+    int total = 0;
+    for (int j = 0; j < njobs; j++)
+        total += jobs[j].ncalls;
+    int on_stack = total <= EXEC_GROUP_INLINE; /* njobs <= total */
     if (!single) {
-        int total = 0;
-        for (int j = 0; j < njobs; j++)
-            total += jobs[j].ncalls;
-        runs = calloc((size_t)njobs, sizeof *runs);
-        exec_ctx_t *ctxs = calloc((size_t)total, sizeof *ctxs);
-        eng_op_t *eops = calloc((size_t)total, sizeof *eops);
-        if (!runs || !ctxs || !eops) {
-            free(runs);
-            free(ctxs);
-            free(eops);
-            return err_set(CCL_ERR_SYSTEM, "out of memory for a group of %d calls", total);
+        exec_ctx_t *ctxs;
+        eng_op_t *eops;
+        if (on_stack) {
+            runs = memset(runs_inline, 0, (size_t)njobs * sizeof *runs);
+            ctxs = memset(ctxs_inline, 0, (size_t)total * sizeof *ctxs);
+            eops = memset(eops_inline, 0, (size_t)total * sizeof *eops);
+        } else {
+            runs = calloc((size_t)njobs, sizeof *runs);
+            ctxs = calloc((size_t)total, sizeof *ctxs);
+            eops = calloc((size_t)total, sizeof *eops);
+            if (!runs || !ctxs || !eops) {
+                free(runs);
+                free(ctxs);
+                free(eops);
+                return err_set(CCL_ERR_SYSTEM, "out of memory for a group of %d calls", total);
+            }
         }
         for (int j = 0, at = 0; j < njobs; at += jobs[j].ncalls, j++) {
             runs[j].ctx = ctxs + at;
@@ -1082,7 +1098,7 @@ out:
                 break;
             }
     }
-    if (!single) {
+    if (!single && !on_stack) {
         free(runs[0].ctx);
         free(runs[0].eops);
         free(runs);
