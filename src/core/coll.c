@@ -186,19 +186,13 @@ static ccl_result_t coll_group_scheds(struct ccl_comm *comm, int n, sched_t **ou
     return CCL_SUCCESS;
 }
 
-/* Groups this small (a send/recv pair, a few fused collectives) keep their
- * bookkeeping on the stack: with a malloc and a free per array, per
- * schedule and per executor array, an 8-byte send/recv pair spent a
- * fifth of its time in the allocator. */
-#define COLL_GROUP_INLINE 8
-
 static ccl_result_t coll_run_group(const coll_args_t *in, int ncalls)
 {
     ccl_result_t res = CCL_SUCCESS;
-    coll_args_t calls_inline[COLL_GROUP_INLINE];
-    exec_job_t jobs_inline[COLL_GROUP_INLINE];
-    uint64_t seqs_inline[COLL_GROUP_INLINE];
-    int small = ncalls <= COLL_GROUP_INLINE;
+    coll_args_t calls_inline[COMM_GROUP_INLINE];
+    exec_job_t jobs_inline[COMM_GROUP_INLINE];
+    uint64_t seqs_inline[COMM_GROUP_INLINE];
+    int small = ncalls <= COMM_GROUP_INLINE;
     coll_args_t *calls = small ? calls_inline : malloc((size_t)ncalls * sizeof *calls);
     exec_job_t *jobs = small ? jobs_inline : calloc((size_t)ncalls, sizeof *jobs);
     uint64_t *seqs = small ? seqs_inline : calloc((size_t)ncalls, sizeof *seqs);

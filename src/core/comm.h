@@ -249,6 +249,11 @@ typedef struct {
     const sched_t *scheds;    /* ncalls */
     int ncalls;
 } exec_job_t;
+/* Groups of up to this many calls keep their bookkeeping (coll.c) and
+ * executor state (exec_host.c) on the stack: with a malloc and a free per
+ * array, an 8-byte send/recv pair spent a fifth of its time in the
+ * allocator. */
+#define COMM_GROUP_INLINE 8
 /* Runs all jobs to completion, progressing them together (one thread may
  * drive every rank of a ccl_comm_init_all group). On failure *failed is the
  * index of the job that failed. */

@@ -738,12 +738,12 @@ out:
  * its own receive buffer (a broadcast's root out of place, every rank of a
  * pairwise allgather for its own block) makes that copy the reference's
  * twin (shm_help.h): its drain makes it together with the reader, each
- * slice written to both buffers by whoever claims it. Only where the reader's step is a
- * plain receive, which offers help: the end of a broadcast chain (2 ranks;
- * a forwarding reader declines, and we would have waited for its answer
- * to start our copy) and pairwise's independent receives. Of several sends
- * of the block (pairwise on 3 ranks or more) the first one's reader
- * shares the copy. */
+ * slice written to both buffers by whoever claims it. Only where the
+ * reader's step is a plain receive, which offers help: the end of a
+ * broadcast chain (2 ranks; a forwarding reader declines, and we would
+ * have waited for its answer to start our copy) and pairwise's
+ * independent receives. Of several sends of the block (pairwise on 3
+ * ranks or more) the first one's reader shares the copy. */
 static void exec_twin_init(exec_ctx_t *x)
 {
     const sched_t *s = x->sched;
@@ -968,9 +968,6 @@ static ccl_result_t exec_wait(exec_run_t *run, const eng_sweep_t *sw, int others
     return res == CCL_IN_PROGRESS ? CCL_SUCCESS : res;
 }
 
-/* Calls of a run whose executor state lives on the stack. */
-#define EXEC_GROUP_INLINE 8
-
 ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -984,13 +981,13 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
     /* One call on one comm (the common case) allocates nothing, nor does a
      * small group (a send/recv pair). */
     int single = njobs == 1 && jobs[0].ncalls == 1;
-    exec_run_t runs_inline[EXEC_GROUP_INLINE];
-    exec_ctx_t ctxs_inline[EXEC_GROUP_INLINE];
-    eng_op_t eops_inline[EXEC_GROUP_INLINE];
+    exec_run_t runs_inline[COMM_GROUP_INLINE];
+    exec_ctx_t ctxs_inline[COMM_GROUP_INLINE];
+    eng_op_t eops_inline[COMM_GROUP_INLINE];
     int total = 0;
     for (int j = 0; j < njobs; j++)
         total += jobs[j].ncalls;
-    int on_stack = total <= EXEC_GROUP_INLINE; /* njobs <= total */
+    int on_stack = total <= COMM_GROUP_INLINE; /* njobs <= total */
     if (!single) {
         exec_ctx_t *ctxs;
         eng_op_t *eops;
