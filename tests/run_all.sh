@@ -211,6 +211,16 @@ run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_COPY_HELP=2 CCL
 run_variant "CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K CCL_COPY_HELP=2 CCL_ALGO=allgather:pairwise" test_allgather
 run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_ALGO=allgather:ring" test_allgather
 run_variant "CCL_ALGO=allgather:pairwise" test_groups
+# Broadcast as a star (pairwise), which the tuner picks from the
+# single-copy size where ranks outnumber cores: through the FIFOs, by
+# reference with the root (nothing to receive) copying slices for its
+# readers, by default on 3-4 ranks here, also as the twin of its own
+# copy; with registered buffers on even ranks only (readers that decline);
+# grouped with every other collective.
+run_variant "CCL_TEST_COLLS=broadcast CCL_ALGO=broadcast:pairwise" test_colls 2 3 4
+run_variant "CCL_TEST_COLLS=broadcast CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_ALGO=broadcast:pairwise" test_colls 3 4
+run_variant "CCL_TEST_COLLS=broadcast CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_ALGO=broadcast:pairwise" test_colls 3 4
+run_variant "CCL_ALGO=broadcast:pairwise" test_groups
 # Algorithms that only allreduce has (rank counts around powers of two).
 for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
     run_variant "$v" test_allreduce 3 4 5 8

@@ -82,6 +82,18 @@ ccl_result_t pairwise_schedule(const sched_op_t *op, sched_t *out)
             pw_step(out, SCHED_RECV, from, SCHED_BUF_RECV, (size_t)from * c, c);
         }
         return CCL_SUCCESS;
+    case SCHED_BROADCAST:
+        /* A star: every reader takes the root's whole buffer. Only with
+         * single copy (the root lends its buffer once to all readers)
+         * is this cheaper than the chain; the tuner knows (tune.c). */
+        if (r != root) {
+            pw_step(out, SCHED_RECV, root, SCHED_BUF_RECV, 0, c);
+            return CCL_SUCCESS;
+        }
+        for (int i = 1; i < n; i++)
+            pw_step(out, SCHED_SEND, pw_mod(root + i, n), SCHED_BUF_SEND, 0, c);
+        pw_copy(out, 0, 0, c);
+        return CCL_SUCCESS;
     case SCHED_SCATTER:
         if (r != root) {
             pw_step(out, SCHED_RECV, root, SCHED_BUF_RECV, 0, c);

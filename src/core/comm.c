@@ -224,6 +224,7 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->yield = wait_yield_budget(crowded);
     int64_t help = param_int(PARAM_COPY_HELP);
     comm->copy_help = help >= 2 || (help == 1 && !crowded);
+    comm->copy_help_idle = help >= 1;
     CCL_TRY(comm_agree_fifo(comm));
     CCL_TRY(connect_mesh(comm));
     CCL_TRY(connect_net(comm));

@@ -78,6 +78,7 @@ struct ccl_comm {
     uint32_t nslots;
     int spin, yield;         /* wait policy (us), from the local rank count */
     int copy_help;           /* CCL_COPY_HELP, settled: we copy part of what peers read from us (shm_help.h) */
+    int copy_help_idle;      /* ... at least in calls where we receive nothing (exec_ctx_init) */
     void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
     size_t single_copy_from[SCHED_NUM_COLLS]; /* calls this large may go by reference (tuner_single_copy_bytes) */

@@ -506,6 +506,7 @@ static int sim_run_fused(int n, size_t count, int nslots, size_t slot_bytes, cha
         {SCHED_REDUCE_SCATTER, count, 0, CCL_MAX, 1, ALG_RING, 4},
         {SCHED_REDUCE, count, n / 2, CCL_PROD, 0, ALG_CHAIN, 5},
         {SCHED_GATHER, count, n / 2, CCL_SUM, 1, ALG_PAIRWISE, 6},
+        {SCHED_BROADCAST, count + 1, n / 2, CCL_SUM, 0, ALG_PAIRWISE, 7},
     };
     int k = (int)(sizeof list / sizeof list[0]);
     sim_call_t **calls = calloc((size_t)n, sizeof *calls);
@@ -759,9 +760,12 @@ int main(int argc, char **argv)
                     int nslots = (ci % 2) ? 2 : 4;
                     size_t slot = (ci % 2) ? 64 : 256;
                     int root = !rooted ? 0 : (ci % 3 == 0 ? 0 : ci % 3 == 1 ? n - 1 : n / 2);
-                    /* Allreduce: ring, tree, recursive doubling, and direct on 2 ranks. */
+                    /* Allreduce: ring, tree, recursive doubling, and direct on 2 ranks;
+                     * broadcast: chain and star (pairwise). */
                     sim_alg_t algs[4] = {sim_alg_of((sched_coll_t)coll), ALG_TREE, ALG_RD, ALG_DIRECT};
-                    int nalg = coll != SCHED_ALLREDUCE ? 1 : n == 2 ? 4 : 3;
+                    int nalg = coll == SCHED_ALLREDUCE ? (n == 2 ? 4 : 3) : coll == SCHED_BROADCAST ? 2 : 1;
+                    if (coll == SCHED_BROADCAST)
+                        algs[1] = ALG_PAIRWISE;
                     for (int a = 0; a < nalg; a++) {
                         sim_call_t c = {(sched_coll_t)coll, count, root, op, ip, algs[a], ri * 7 + ci};
                         sim_case(n, &c, nslots, slot, "one node", &passed, &failed);

@@ -292,6 +292,33 @@ static void test_shared_cores_picks(void **state)
     assert_true(tune_cost(&m, SCHED_ALLREDUCE, ALGO_RD, 8, 0) < 400);
 }
 
+/* Broadcast as a star (pairwise) only by single copy, on one node, where
+ * ranks outnumber cores: 4 ranks on the 2-core VM (perf/RESULTS.md). */
+static void test_star_broadcast_picks(void **state)
+{
+    (void)state;
+    tune_model_t m;
+    model(&m, 4, 1, 1, 20);
+    m.link.single_copy_bytes = MiB;
+    m.link.cores = 2;
+    assert_int_equal(pick(&m, SCHED_BROADCAST, MiB), ALGO_PAIRWISE);
+    assert_int_equal(pick(&m, SCHED_BROADCAST, 64 * MiB), ALGO_PAIRWISE);
+    assert_int_not_equal(pick(&m, SCHED_BROADCAST, MiB - 4), ALGO_PAIRWISE);
+    m.link.cores = 4; /* a core per rank: the chain */
+    assert_int_equal(pick(&m, SCHED_BROADCAST, 64 * MiB), ALGO_CHAIN);
+    m.link.cores = 2;
+    m.link.single_copy_bytes = 0; /* no single copy: the root would write n-1 FIFOs */
+    assert_int_equal(pick(&m, SCHED_BROADCAST, 64 * MiB), ALGO_CHAIN);
+    model(&m, 2, 1, 1, 20); /* 2 ranks: star and chain are the same schedule */
+    m.link.single_copy_bytes = MiB;
+    m.link.cores = 1;
+    assert_int_equal(pick(&m, SCHED_BROADCAST, 64 * MiB), ALGO_CHAIN);
+    model(&m, 8, 2, 1, 20); /* across nodes: hier or chain */
+    m.link.single_copy_bytes = MiB;
+    m.link.cores = 1;
+    assert_int_not_equal(pick(&m, SCHED_BROADCAST, 64 * MiB), ALGO_PAIRWISE);
+}
+
 static void test_costs_sane(void **state)
 {
     (void)state;
@@ -307,8 +334,9 @@ static void test_costs_sane(void **state)
                 for (size_t size = 8; size <= (size_t)1 << 30; size *= 4) {
                     if (!tune_applies(&m, (sched_coll_t)c, (algo_t)a, size, 0))
                         continue;
-                    if ((a == ALGO_HIER && c != SCHED_ALLREDUCE) || (a == ALGO_PAIRWISE && c == SCHED_ALLGATHER))
-                        continue; /* runs only when forced: not modelled (allgather: no single copy here) */
+                    if ((a == ALGO_HIER && c != SCHED_ALLREDUCE) ||
+                        (a == ALGO_PAIRWISE && (c == SCHED_ALLGATHER || c == SCHED_BROADCAST)))
+                        continue; /* runs only when forced: not modelled (no single copy here) */
                     double t = tune_cost(&m, (sched_coll_t)c, (algo_t)a, size, 0);
                     if (!isfinite(t) || t <= 0 || t < prev * 0.999) {
                         printf("%d ranks %d nodes %g cores %s %s %zu B: cost %g after %g\n",
@@ -455,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_layout_shape),      cmocka_unit_test(test_applies),
         cmocka_unit_test(test_single_host_picks), cmocka_unit_test(test_multi_node_picks),
         cmocka_unit_test(test_shared_cores_picks),
+        cmocka_unit_test(test_star_broadcast_picks),
         cmocka_unit_test(test_costs_sane),        cmocka_unit_test(test_parse_algo),
         cmocka_unit_test(test_pick_allowed),      cmocka_unit_test(test_text),
     };
