@@ -116,6 +116,34 @@ out:
     return res;
 }
 
+/* Non-temporal stores skip reading a result's lines before writing them,
+ * but leave the result out of the cache. They pay where the local ranks'
+ * results together outgrow the caches: for allgather and broadcast
+ * (copies) 64 MiB of them on this host. Interleaved A/Bs on the 2-core VM
+ * (perf/RESULTS.md, "Streaming stores by the host's total"): 4-rank
+ * allgather and broadcast at 16 MiB 0.76-0.79x the plain time, 8-rank
+ * allgather at 8-16 MiB 0.52-0.86x, where 16 MiB on 2 ranks was even
+ * (0.99) and 4-8 MiB on 2 or 4 ranks 1.4-2.2x slower; reductions
+ * (allreduce, reduce-scatter: 16 MiB results on 4 ranks) gained nothing
+ * (1.04-1.08x), so they keep 32 MiB. */
+#define COMM_STREAM_DEFAULT ((size_t)32 << 20)
+#define COMM_STREAM_HOST_TOTAL ((size_t)64 << 20)
+#define COMM_STREAM_COPIES_MIN ((size_t)8 << 20)
+
+static void comm_stream_thresholds(struct ccl_comm *comm)
+{
+    int64_t v = param_int(PARAM_STREAM_THRESHOLD);
+    if (v >= 0) {
+        comm->stream_threshold = comm->stream_copies_from = (size_t)v;
+        return;
+    }
+    size_t copies = COMM_STREAM_HOST_TOTAL / (size_t)(comm->nlocal > 0 ? comm->nlocal : 1);
+    comm->stream_threshold = COMM_STREAM_DEFAULT;
+    comm->stream_copies_from = copies < COMM_STREAM_COPIES_MIN ? COMM_STREAM_COPIES_MIN
+                               : copies > COMM_STREAM_DEFAULT ? COMM_STREAM_DEFAULT
+                                                              : copies;
+}
+
 /* Groups ranks by host id into nodes, numbered by their lowest rank, and
  * finds this rank's place. Any spread works: 3 ranks on one node and 1 on
  * another, or ranks of one node interleaved with another's. */
@@ -237,7 +265,7 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->check_args = param_int(PARAM_CHECK_ARGS) != 0;
     comm->verify_every = param_int(PARAM_VERIFY) > 0 ? (int)param_int(PARAM_VERIFY) : 0;
     comm->redop_tag = redop_new_tag();
-    comm->stream_threshold = (size_t)param_int(PARAM_STREAM_THRESHOLD);
+    comm_stream_thresholds(comm);
     for (int c = 0; c < SCHED_NUM_COLLS; c++)
         comm->single_copy_from[c] = tuner_single_copy_bytes(comm, (sched_coll_t)c);
     comm->net_zero_copy_threshold = (size_t)param_int(PARAM_NET_ZERO_COPY_THRESHOLD);

@@ -792,10 +792,10 @@ static void exec_ctx_init(exec_ctx_t *x, struct ccl_comm *comm, const coll_args_
                       .premul_buf = (char *)comm->scratch + comm->slot_size, .sole_call = sole_call,
                       .twin_step = -1, .twin_send = -1, .sched = sched};
     size_t send_bytes = a->send_bytes, recv_bytes = a->recv_bytes;
-    x->stream_out = comm->stream_threshold > 0 && recv_bytes >= comm->stream_threshold;
-    x->stream_twin = comm->stream_threshold > 0 &&
-                     recv_bytes >= (comm->stream_threshold < EXEC_TWIN_STREAM_MAX ? comm->stream_threshold
-                                                                                  : EXEC_TWIN_STREAM_MAX);
+    size_t stream = a->coll == SCHED_ALLGATHER || a->coll == SCHED_BROADCAST ? comm->stream_copies_from
+                                                                              : comm->stream_threshold;
+    x->stream_out = stream > 0 && recv_bytes >= stream;
+    x->stream_twin = stream > 0 && recv_bytes >= (stream < EXEC_TWIN_STREAM_MAX ? stream : EXEC_TWIN_STREAM_MAX);
     if (sched->no_refs)
         return;
     /* A reference is safe only to memory that stays unchanged until the
