@@ -221,6 +221,9 @@ run_variant "CCL_TEST_COLLS=broadcast CCL_ALGO=broadcast:pairwise" test_colls 2 
 run_variant "CCL_TEST_COLLS=broadcast CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_ALGO=broadcast:pairwise" test_colls 3 4
 run_variant "CCL_TEST_COLLS=broadcast CCL_TEST_COUNTS=1021,2053 CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_ALGO=broadcast:pairwise" test_colls 3 4
 run_variant "CCL_ALGO=broadcast:pairwise" test_groups
+# ... and the chain by reference (forwarding ranks pass the root's buffer
+# on), which the tuner no longer picks here from the single-copy size.
+run_variant "CCL_TEST_COLLS=broadcast CCL_TEST_COUNTS=1021,2053,65537 CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K CCL_BUFFSIZE=8K CCL_NSLOTS=2 CCL_ALGO=broadcast:chain" test_colls 3 4
 # Algorithms that only allreduce has (rank counts around powers of two).
 for v in "CCL_ALGO=tree" "CCL_ALGO=rd" "CCL_ALGO=oneshot"; do
     run_variant "$v" test_allreduce 3 4 5 8

@@ -125,7 +125,9 @@ out:
  * allgather at 8-16 MiB 0.52-0.86x, where 16 MiB on 2 ranks was even
  * (0.99) and 4-8 MiB on 2 or 4 ranks 1.4-2.2x slower; reductions
  * (allreduce, reduce-scatter: 16 MiB results on 4 ranks) gained nothing
- * (1.04-1.08x), so they keep 32 MiB. */
+ * (1.04-1.08x), so they keep 32 MiB, as do the other copies (gather,
+ * scatter, alltoall, send/recv: not measured). nlocal counts this
+ * communicator's ranks on the host, not other jobs'. */
 #define COMM_STREAM_DEFAULT ((size_t)32 << 20)
 #define COMM_STREAM_HOST_TOTAL ((size_t)64 << 20)
 #define COMM_STREAM_COPIES_MIN ((size_t)8 << 20)

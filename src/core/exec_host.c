@@ -927,8 +927,11 @@ static ccl_result_t exec_drain(exec_run_t *run)
     int refs = 0;
     for (int c = 0; c < run->job->ncalls; c++)
         refs |= run->ctx[c].sent_refs;
-    /* Help every reader first: each meanwhile copies on its own. */
-    for (int p = 0; refs && p < comm->nranks; p++) {
+    /* Help every reader first: each meanwhile copies on its own. From
+     * rank+1 on: the first send's reader, which shares our own copy (the
+     * twin of a star broadcast or pairwise allgather) and so writes twice. */
+    for (int i = 1, n = comm->nranks; refs && i <= n; i++) {
+        int p = (comm->rank + i) % n;
         if (!comm->send_conns[p].fifo || !comm->send_conns[p].lent_len)
             continue;
         ccl_result_t res = exec_help(comm, p);

@@ -280,6 +280,7 @@ typedef struct {
     int n, nn;
     double ai, an; /* hop latency, us: shm, net */
     double bi, bn; /* us per byte: a rank's pass, a NIC */
+    int grouped;   /* in a group: no whole-step references (exec_host.c) */
 } tune_ev_t;
 
 /* One round of an algorithm whose steps move chunks of c bytes, split into
@@ -536,16 +537,21 @@ static double tune_chain(const tune_ev_t *e)
  * slices of it for them (shm_help.h): n buffers written, none forwarded.
  * Only where ranks outnumber the cores their node shares, where the
  * chain's forwarding ranks wait on each other's time slices: 4 ranks on
- * the 2-core VM took 2.6-2.7 ms against the chain's 3.9-4.4 at 16 MiB,
- * 6.6-7.2 against 9.0-9.9 at 64 MiB (perf/RESULTS.md). With a core per
- * rank the chain's pipeline is not measured against it here, and a root
- * whose buffer is not registered would send it n-1 times through FIFOs. */
+ * the 2-core VM, far apart, took 2.6-2.7 ms against the chain's 3.5-4.4
+ * at 16 MiB and 6.6-7.2 against 9.0-10.0 at 64 MiB; over all placements
+ * the chain took 0.95-1.43x the star's time (perf/RESULTS.md). Not in a
+ * group, where nothing is lent whole and the root would feed n-1 FIFOs.
+ * The model cannot see registration, which every rank would have to
+ * agree on: a root whose buffer is not a ccl_mem_alloc one sends it n-1
+ * times through FIFOs (not measured against the chain). With a core per
+ * rank the chain's pipeline is not measured against it either. */
 static double tune_star_broadcast(const tune_ev_t *e)
 {
     const tune_model_t *m = e->m;
     double cores = m->link.cores;
     size_t sc = m->link.single_copy_bytes;
-    if (e->nn > 1 || e->n < 3 || sc == 0 || e->size < (double)sc || cores <= 0 || m->max_local <= cores)
+    if (e->nn > 1 || e->n < 3 || e->grouped || sc == 0 || e->size < (double)sc || cores <= 0 ||
+        m->max_local <= cores)
         return INFINITY;
     return TUNE_CALL_US + e->ai + e->n * e->size * e->bi / cores;
 }
@@ -660,7 +666,7 @@ double tune_cost(const tune_model_t *m, sched_coll_t coll, algo_t algo, size_t s
     const tune_links_t *l = &m->link;
     tune_ev_t e = {m, coll, (double)size, (double)(l->slot_bytes ? l->slot_bytes : 1), m->nranks, m->nnodes,
                    l->shm_lat, l->net_lat, 1e-3 / (l->shm_bw > 0 ? l->shm_bw : 1),
-                   1e-3 / (l->net_bw > 0 ? l->net_bw : 1)};
+                   1e-3 / (l->net_bw > 0 ? l->net_bw : 1), grouped};
     switch (algo) {
     case ALGO_RING: return tune_ring(&e);
     case ALGO_DIRECT: return tune_direct(&e);

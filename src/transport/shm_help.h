@@ -19,7 +19,7 @@
  * own (a broadcast root out of place: send to receive buffer) names that
  * buffer in the block. A reader that offers its destination maps the twin
  * too, and whoever copies a slice writes it to both places (large steps,
- * from CCL_STREAM_THRESHOLD or 16 MiB: streamed, both from one read,
+ * from 16 MiB, or the call's streaming size where lower: streamed, both from one read,
  * dev_copy_stream2; smaller ones two plain copies, which leave both in
  * the cache). The poster
  * then has no copy of its own to make
@@ -48,7 +48,7 @@ typedef struct {
     alignas(64) _Atomic uint64_t claims;
     _Atomic uint32_t state; /* SHM_HELP_*, written once by the reader */
     uint32_t stream;        /* the reader writes its results non-temporally: so does the poster
-                             * (with a twin, the poster's own CCL_STREAM_THRESHOLD decides both) */
+                             * (with a twin, each side's own twin size decides, the same on both) */
     shm_ref_t dst;          /* the reader's destination for the whole step (when OFFERED) */
     alignas(64) shm_ref_t twin; /* the poster's own destination of the same bytes; len 0: none */
     alignas(64) _Atomic uint32_t state_waiters;

@@ -601,14 +601,22 @@ static int run_reexec(const char *self, const char *scenario, const char *const 
     return pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
+/* The chain (forced: where ranks outnumber cores the tuner takes the
+ * star), then the star, where rank 1 is the root's first reader, which
+ * shares the root's own copy (the twin), and the root helps every reader. */
 static int run_forward_death(const char *self)
 {
     printf("broadcast by reference, the rank passing it on dies:\n");
     fflush(stdout);
     static const char *const env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_FAULT=kill:rank=1:op=1:slice=8",
                                       "CCL_BUFFSIZE=1M", /* 128 KiB slots: slice 8 of 33 */
-                                      "CCL_NSLOTS=8", NULL};
-    return run_reexec(self, "forward-death", env);
+                                      "CCL_NSLOTS=8", "CCL_ALGO=broadcast:chain", NULL};
+    static const char *const star[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_FAULT=kill:rank=1:op=1:slice=8",
+                                       "CCL_BUFFSIZE=1M", "CCL_NSLOTS=8", "CCL_ALGO=broadcast:pairwise", NULL};
+    int failed = run_reexec(self, "forward-death", env);
+    printf("broadcast as a star by reference, the root's first reader dies:\n");
+    fflush(stdout);
+    return failed + run_reexec(self, "forward-death", star);
 }
 
 /* A scenario of the single-copy help path in a fresh process: single copy

@@ -304,6 +304,8 @@ static void test_star_broadcast_picks(void **state)
     assert_int_equal(pick(&m, SCHED_BROADCAST, MiB), ALGO_PAIRWISE);
     assert_int_equal(pick(&m, SCHED_BROADCAST, 64 * MiB), ALGO_PAIRWISE);
     assert_int_not_equal(pick(&m, SCHED_BROADCAST, MiB - 4), ALGO_PAIRWISE);
+    /* In a group nothing is lent whole: the root would feed n-1 FIFOs. */
+    assert_int_not_equal(tune_pick(&m, SCHED_BROADCAST, 64 * MiB, 1, TUNE_ALL, NULL, NULL), ALGO_PAIRWISE);
     m.link.cores = 4; /* a core per rank: the chain */
     assert_int_equal(pick(&m, SCHED_BROADCAST, 64 * MiB), ALGO_CHAIN);
     m.link.cores = 2;
