@@ -2,13 +2,14 @@
 # ab.sh - interleaved A/B of ccl settings (and Open MPI), sorted by where the
 # vCPUs sat: the tool behind perf/RESULTS.md's threshold choices.
 #
-# usage: perf/ab.sh [-r REPS] [-n NP] [-C COLL] [-b MIN] [-e MAX] [-i ITERS] [-w WARMUP] CONFIG...
+# usage: perf/ab.sh [-r REPS] [-n NP] [-C COLL] [-b MIN] [-e MAX] [-i ITERS] [-w WARMUP] [-z 0|1] CONFIG...
 #   CONFIG: name=VAR=value[,VAR=value...] runs ccl-perf with those variables
 #           (name=- for none; a comma starts another VAR=value only where
 #           one follows, so CCL_ALGO=tree,rd stays whole); ompi and ompih
 #           run mpi-bench under Open MPI
 #           (ompih with GLIBC_TUNABLES=glibc.malloc.hugetlb=1).
-#   Defaults: -r 5 -n 2 -C allreduce -b 1M -e 16M -i 20 -w 5.
+#   Defaults: -r 5 -n 2 -C allreduce -b 1M -e 16M -i 20 -w 5 -z 0
+#   (-z: ccl-perf's; 1 = every ccl call blocks, as MPI's do).
 #   e.g. perf/ab.sh -C allgather base=- sc1=CCL_SINGLE_COPY_THRESHOLD=1M ompih
 #
 # Each repetition runs every configuration once, in turn, so that they share
@@ -22,11 +23,11 @@
 # Times are ccl-perf's out-of-place column (-a 3: max over ranks), in us.
 set -u
 cd "$(dirname "$0")/.." || exit 2
-R=5 NP=2 COLL=allreduce MIN=1M MAX=16M ITERS=20 WARMUP=5
-while getopts "r:n:C:b:e:i:w:h" o; do
+R=5 NP=2 COLL=allreduce MIN=1M MAX=16M ITERS=20 WARMUP=5 Z=0
+while getopts "r:n:C:b:e:i:w:z:h" o; do
     case $o in
     r) R=$OPTARG ;; n) NP=$OPTARG ;; C) COLL=$OPTARG ;; b) MIN=$OPTARG ;; e) MAX=$OPTARG ;;
-    i) ITERS=$OPTARG ;; w) WARMUP=$OPTARG ;;
+    i) ITERS=$OPTARG ;; w) WARMUP=$OPTARG ;; z) Z=$OPTARG ;;
     *) sed -n '/^# usage:/,/^#   e.g./s/^# \{0,1\}//p' "$0"; exit 2 ;;
     esac
 done
@@ -56,7 +57,7 @@ for ((rep = 1; rep <= R; rep++)); do
             # as CCL_ALGO=tree,rd hold commas of their own.
             kv=()
             [ "${cfg#*=}" = - ] || mapfile -t kv < <(sed 's/,\([A-Z_][A-Z0-9_]*=\)/\n\1/g' <<<"${cfg#*=}")
-            out=$(env "${kv[@]}" build/bin/ccl-perf -m host --np "$NP" -W 1 "${ARGS[@]}") ;;
+            out=$(env "${kv[@]}" build/bin/ccl-perf -m host --np "$NP" -W 1 -z "$Z" "${ARGS[@]}") ;;
         *) echo "ab.sh: configuration '$cfg' is neither name=VARS nor ompi/ompih" >&2; exit 2 ;;
         esac
         after=$(place)
@@ -65,7 +66,7 @@ for ((rep = 1; rep <= R; rep++)); do
     done
     echo "ab.sh: repetition $rep of $R done" >&2
 done
-echo "# perf/ab.sh -r $R -n $NP -C $COLL -b $MIN -e $MAX -i $ITERS -w $WARMUP $*"
+echo "# perf/ab.sh -r $R -n $NP -z $Z -C $COLL -b $MIN -e $MAX -i $ITERS -w $WARMUP $*"
 echo "# median us per call (invocations), by vCPU placement; ratio = time / $(echo "${1%%=*}")'s"
 awk -v order="$(for c in "$@"; do printf '%s ' "${c%%=*}"; done)" '
     function median(list,    v, n, i, j, t) {

@@ -593,7 +593,15 @@ static double tune_pairwise(const tune_ev_t *e)
     /* Steps are independent: a round is the rank's own work plus a hop. */
     r.clat = moves * TUNE_STEP_US;
     r.cb = moves * e->bi;
-    r.lat = r.clat + (net ? e->an : e->ai);
+    /* On one host an alltoall's rank waits for every peer, as a full
+     * one-shot synchronisation does (tune_oneshot: log2(n) hops); a root
+     * of gather or scatter, and a send or receive, for one peer's hop.
+     * Counted as one hop for alltoall too, 4 ranks on the 2-core VM went
+     * pairwise at 16 B-32 KiB where one-shot took 0.78-0.98x its time
+     * (perf/RESULTS.md). Across nodes the network hop dominates, one as
+     * the schedule simulator has it (tests/sim/test_sim_tune.c). */
+    double hops = !net && e->coll == SCHED_ALLTOALL && n > 2 ? log2(n) : 1;
+    r.lat = r.clat + (net ? e->an : e->ai * hops);
     r.pb = r.cb + (net ? e->bn : 0);
     r.nb = flows * e->bn;
     r.m = flows;
