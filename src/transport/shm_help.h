@@ -19,13 +19,12 @@
  * own (a broadcast root out of place: send to receive buffer) names that
  * buffer in the block. A reader that offers its destination maps the twin
  * too, and whoever copies a slice writes it to both places (large steps,
- * from 16 MiB, or the call's streaming size where lower: streamed, both from one read,
- * dev_copy_stream2; smaller ones two plain copies, which leave both in
- * the cache). The poster
- * then has no copy of its own to make
- * before it helps. A poster whose call fails closes the block from its
- * side (shm_help_poster_close) and waits for the reader's slice in flight,
- * so that nothing writes into its buffer after it returns.
+ * from 16 MiB or the call's lower streaming size: streamed, both from one
+ * read, dev_copy_stream2; smaller ones two plain copies, which leave both
+ * in the cache). The poster then has no copy of its own to make before it
+ * helps. A poster whose call fails closes the block from its side
+ * (shm_help_poster_close) and waits for the reader's slice in flight, so
+ * that nothing writes into its buffer after it returns.
  *
  * Layout: the help block sits SHM_HELP_OFFSET bytes into the slot, after
  * the shm_ref_t, one cache line per word that the two sides write.
