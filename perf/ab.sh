@@ -11,6 +11,8 @@
 #   Defaults: -r 5 -n 2 -C allreduce -b 1M -e 16M -i 20 -w 5 -z 0
 #   (-z: ccl-perf's; 1 = every ccl call blocks, as MPI's do).
 #   e.g. perf/ab.sh -C allgather base=- sc1=CCL_SINGLE_COPY_THRESHOLD=1M ompih
+#   PERF_BIN=path in a configuration runs that ccl-perf instead of
+#   build/bin/ccl-perf (an A/B of two builds: old=PERF_BIN=/tmp/old/ccl-perf).
 #
 # Each repetition runs every configuration once, in turn, so that they share
 # the machine's slow and fast phases. build/bin/core-rtt runs before and
@@ -57,7 +59,11 @@ for ((rep = 1; rep <= R; rep++)); do
             # as CCL_ALGO=tree,rd hold commas of their own.
             kv=()
             [ "${cfg#*=}" = - ] || mapfile -t kv < <(sed 's/,\([A-Z_][A-Z0-9_]*=\)/\n\1/g' <<<"${cfg#*=}")
-            out=$(env "${kv[@]}" build/bin/ccl-perf -m host --np "$NP" -W 1 -z "$Z" "${ARGS[@]}") ;;
+            bin=build/bin/ccl-perf
+            for i in "${!kv[@]}"; do
+                case ${kv[$i]} in PERF_BIN=*) bin=${kv[$i]#PERF_BIN=}; unset "kv[$i]" ;; esac
+            done
+            out=$(env "${kv[@]}" "$bin" -m host --np "$NP" -W 1 -z "$Z" "${ARGS[@]}") ;;
         *) echo "ab.sh: configuration '$cfg' is neither name=VARS nor ompi/ompih" >&2; exit 2 ;;
         esac
         after=$(place)

@@ -19,6 +19,7 @@
  */
 #include "core/comm.h"
 #include "core/err.h"
+#include "core/mem.h"
 #include "core/param.h"
 #include "topo/cpus.h"
 #include "topo/hugepages.h"
@@ -217,6 +218,31 @@ static int parse_num(const char *opt, const char *text, double *out)
     return 0;
 }
 
+/* Whether a ccl_mem_alloc buffer of one huge page is mapped huge, as this
+ * process's smaps says: the outcome, whatever decided it (shmem_enabled,
+ * or the collapse core/mem.c asks for). */
+static int info_mem_alloc_is_huge(void)
+{
+    char *buf = NULL;
+    if (ccl_mem_alloc((void **)&buf, MEM_HUGE_PAGE) != CCL_SUCCESS)
+        return 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512], want[32];
+    snprintf(want, sizeof want, "%lx-", (unsigned long)(uintptr_t)buf);
+    int in = 0;
+    long kb = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if ((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f'))
+            in = strncmp(line, want, strlen(want)) == 0; /* a mapping's header, not a field */
+        else if (in && strncmp(line, "ShmemPmdMapped:", 15) == 0)
+            kb = strtol(line + 15, NULL, 10);
+    }
+    if (f)
+        fclose(f);
+    ccl_mem_free(buf);
+    return kb > 0;
+}
+
 int main(int argc, char **argv)
 {
     enum { OPT_EXPLAIN = 256, OPT_NODES, OPT_PPN, OPT_NRANKS, OPT_NET_BW, OPT_NET_LAT, OPT_SHM_BW, OPT_SHM_LAT,
@@ -286,9 +312,11 @@ int main(int argc, char **argv)
     topo_print(t, stdout);
     if (!file) { /* of this process, not of the machine a file describes */
         char thp[32];
-        int huge = topo_shm_huge_pages_at("", thp, sizeof thp);
+        int advised = topo_shm_huge_pages_at("", thp, sizeof thp);
+        int huge = info_mem_alloc_is_huge();
         printf("usable CPUs: %d of %d online (cgroup CPU quota)\n", topo_usable_cpus(), topo_online_cpus());
-        printf("shared-memory huge pages: %s (shmem_enabled: %s)%s\n", huge ? "yes" : "no", thp,
+        printf("shared-memory huge pages: %s (shmem_enabled: %s%s)%s\n", huge ? "yes" : "no", thp,
+               huge && !advised ? "; ccl_mem_alloc collapses its buffers" : "",
                huge ? "" : "; single copy maps peers' buffers 4 KiB at a time (README, Memory)");
     }
     if (ranks > 0) {

@@ -21,4 +21,14 @@ typedef struct {
 /* 1 and *ref filled if [ptr, ptr+len) is inside one ccl_mem_alloc buffer. */
 int mem_find(const void *ptr, size_t len, mem_ref_t *ref);
 
+/* ccl_mem_alloc buffers of at least half a huge page are whole huge pages,
+ * and backed by huge pages where the kernel lets them (mem.c). */
+#define MEM_HUGE_PAGE ((size_t)2 << 20)
+
+/* mmap(MAP_SHARED) of len bytes of fd at an address aligned to
+ * MEM_HUGE_PAGE when len is at least that, so that a memfd whose pages
+ * are huge is mapped with one entry per huge page; MAP_FAILED and errno
+ * on failure, as mmap. */
+void *mem_map_shared(int fd, size_t len, int prot);
+
 #endif

@@ -7,9 +7,11 @@
  * ~6-12 us (4 KiB pages: 1.5 ms to read a MiB through a new mapping, 3 ms
  * to write one). With huge pages for shared memory one fault maps 2 MiB
  * (a MiB written through a new mapping: 60 us). Whether memfds get them
- * is the kernel's shmem_enabled setting (ccl_mem_alloc asks with
- * MADV_HUGEPAGE, which "advise" honours). ccl-info prints it; the tuner's
- * single-copy sizes no longer depend on it (core/tuner.c).
+ * on first touch is the kernel's shmem_enabled setting (ccl_mem_alloc
+ * asks with MADV_HUGEPAGE, which "advise" honours); where it says no,
+ * ccl_mem_alloc collapses its buffers into huge pages instead (core/mem.c).
+ * ccl-info prints both; the tuner's single-copy sizes depend on neither
+ * (core/tuner.c).
  */
 #ifndef CCL_TOPO_HUGEPAGES_H
 #define CCL_TOPO_HUGEPAGES_H

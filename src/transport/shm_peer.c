@@ -3,6 +3,7 @@
  */
 #include "transport/shm_peer.h"
 #include "core/err.h"
+#include "core/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,8 +60,9 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
          * allreduces after a 64 MiB single-copy one ran at 1.1 instead of
          * 8 GB/s, for a whole row. Faulting in on first use (16 pages per
          * fault with the kernel's fault-around) costs about as much once
-         * and leaves the owner alone. */
-        base = mmap(NULL, ref->alloc_len, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+         * and leaves the owner alone. Aligned as the owner's mapping is,
+         * so that its huge pages (core/mem.c) are huge here too. */
+        base = mem_map_shared(fd, ref->alloc_len, writable ? PROT_READ | PROT_WRITE : PROT_READ);
     int err = errno;
     close(fd);
     if (base == MAP_FAILED)
