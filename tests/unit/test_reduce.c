@@ -11,8 +11,8 @@
  * sources must stay unchanged); integer wraparound of sum and prod at the
  * type's edges; avg as sum followed by dev_postop's division by nranks (C
  * integer division for integer types), and dev_postop being a no-op for the
- * other ops and for one rank; dev_copy_stream (and dev_copy_stream2, to
- * two places) + dev_copy_fence for every
+ * other ops and for one rank; dev_copy_stream (and dev_copy_stream2 and
+ * dev_copy2, to two places) + dev_copy_fence for every
  * destination and source misalignment 0..63 and every length 0..600, plus
  * large copies, with the bytes around the destination left untouched.
  *
@@ -1617,10 +1617,10 @@ static void test_copy_stream_large(void **state)
 }
 
 /* Two destinations at every mix of alignments: equal ones take the fused
- * loop (one read, two streaming stores), unequal ones two copies. */
-static void test_copy_stream2(void **state)
+ * loop (one read, two stores: streaming ones, and plain ones for
+ * dev_copy2), unequal ones two copies. */
+static void copy2_all_alignments(int streaming)
 {
-    (void)state;
     static const size_t lens[] = {0, 1, 63, 64, 255, 256, 257, 4095, 65536 + 63, (1u << 20) + 7};
     static const size_t mis[] = {0, 1, 13, 63};
     const size_t maxlen = (1u << 20) + 7;
@@ -1640,18 +1640,34 @@ static void test_copy_stream2(void **state)
                     size_t o1 = 64 + mis[a], o2 = 64 + mis[b];
                     memset(d1, GUARD_BYTE, span);
                     memset(d2, GUARD_BYTE, span);
-                    dev_copy_stream2(d1 + o1, d2 + o2, src + sm, lens[l]);
-                    dev_copy_fence();
+                    if (streaming) {
+                        dev_copy_stream2(d1 + o1, d2 + o2, src + sm, lens[l]);
+                        dev_copy_fence();
+                    } else {
+                        dev_copy2(d1 + o1, d2 + o2, src + sm, lens[l]);
+                    }
                     int rc1 = check_copy(d1, span, o1, src + sm, lens[l]);
                     int rc2 = check_copy(d2, span, o2, src + sm, lens[l]);
                     if ((rc1 || rc2) && failures++ < 10)
-                        print_error("copy2 len=%zu dst%%64=%zu,%zu src%%64=%zu: %d %d\n", lens[l], mis[a],
-                                    mis[b], sm, rc1, rc2);
+                        print_error("copy2 (%s) len=%zu dst%%64=%zu,%zu src%%64=%zu: %d %d\n",
+                                    streaming ? "streaming" : "plain", lens[l], mis[a], mis[b], sm, rc1, rc2);
                 }
     free(d1);
     free(d2);
     free(src);
     assert_int_equal(failures, 0);
+}
+
+static void test_copy_stream2(void **state)
+{
+    (void)state;
+    copy2_all_alignments(1);
+}
+
+static void test_copy2_plain(void **state)
+{
+    (void)state;
+    copy2_all_alignments(0);
 }
 
 int main(void)
@@ -1695,6 +1711,7 @@ int main(void)
         cmocka_unit_test(test_copy_stream_small_all_alignments),
         cmocka_unit_test(test_copy_stream_large),
         cmocka_unit_test(test_copy_stream2),
+        cmocka_unit_test(test_copy2_plain),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
