@@ -228,13 +228,18 @@ FAILED=0
 # row appended to $WORK/rows: "tag-prefix size time_us busbw wrong wall_s".
 # Appends the result rows of one benchmark output to $WORK/rows.
 add_rows() { # tag output-file t0 t1
-    awk -v tag="$1" -v t0="$3" -v t1="$4" -v inplace="$INPLACE" '
+    # The invocation's placement (its .rtt: before and after): one class,
+    # "moved" when they differ, "unknown" without core-rtt.
+    local place=unknown rtt="${2%.out}.rtt"
+    [ -s "$rtt" ] && place=$(awk 'NF == 2 { print ($1 == $2 ? $1 : "moved"); exit }' "$rtt")
+    [ -n "$place" ] || place=unknown
+    awk -v tag="$1" -v t0="$3" -v t1="$4" -v inplace="$INPLACE" -v place="$place" '
         # nccl-tests row: size count type redop root, then time algbw busbw
         # #wrong for out-of-place, then the same four for in-place; one of
         # the two is compared (-I).
         $1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= (inplace ? 13 : 9) {
-            if (inplace) print tag, $1, $10, $12, $13, t1 - t0
-            else print tag, $1, $6, $8, $9, t1 - t0
+            if (inplace) print tag, $1, $10, $12, $13, t1 - t0, place
+            else print tag, $1, $6, $8, $9, t1 - t0, place
             n++
         }
         END { if (!n) { print "compare.sh: no result rows in " FILENAME > "/dev/stderr"; exit 1 } }
@@ -293,7 +298,7 @@ if [ -n "$REREPORT" ]; then
         tag=$(basename "$out" .out)
         rep=${tag##*.}
         if [ "${tag%%.*}" = memcpy ]; then
-            awk '$1 == "memcpy" { print "memcpy.x.x", $2, 0, $3, 0, 0 }' "$out" >>"$WORK/rows"
+            awk '$1 == "memcpy" { print "memcpy.x.x", $2, 0, $3, 0, 0, "unknown" }' "$out" >>"$WORK/rows"
         else
             add_rows "$tag" "$out" 0 0
         fi
@@ -304,7 +309,7 @@ fi
 for ((rep = 1; rep <= (${#REREPORT} ? 0 : R); rep++)); do
     echo "compare.sh: repetition $rep of $R" >&2
     if "$MEMCPY_BENCH" -s 64M -s 4M >"$RAW/memcpy.$rep.out" 2>&1; then
-        awk '$1 == "memcpy" { print "memcpy.x.x", $2, 0, $3, 0, 0 }' "$RAW/memcpy.$rep.out" >>"$WORK/rows"
+        awk '$1 == "memcpy" { print "memcpy.x.x", $2, 0, $3, 0, 0, "unknown" }' "$RAW/memcpy.$rep.out" >>"$WORK/rows"
     else
         FAILED=1
         echo "compare.sh: memcpy-bench failed" >&2
@@ -367,6 +372,9 @@ report() {
     echo "Time per call: $(awk -v a="$AVERAGE" 'BEGIN { split("rank 0|mean|min|max", n, "|"); print n[a + 1] }') over ranks (-a $AVERAGE)."
     echo "busbw in GB/s (nccl-tests convention), times in us, $([ "$INPLACE" = 1 ] && echo in-place || echo out-of-place). Ratios, from the times:"
     echo "busbw ccl / best ompi (above 1: ccl faster), time ccl / best ompi (below 1: ccl faster)."
+    echo "same placement (size sweeps): best ompi median time / ccl median time among the invocations whose vCPUs"
+    echo "stayed on one socket (or far apart) throughout, with the invocation counts (ccl/ompi): the medians of the"
+    echo "other columns mix placements, and large copies run up to 2x faster far apart."
     if [ "$BLOCKING" = 1 ]; then
         echo "ccl = ccl-perf's default (-z 0: a row's calls are queued on a ccl stream, then synchronized);"
         echo "ccl -z 1 = every call blocks (NULL stream), as each MPI call does."
@@ -431,6 +439,19 @@ report() {
             if ($5 != "N/A" && $5 + 0 != 0) wrong[sec " " cfg " " $2] = $5
             if (!((sec, $2) in seen)) { seen[sec, $2] = 1; sizes[sec] = sizes[sec] " " $2 }
             T[sec, cfg, $2, tg[4]] = $3; if (tg[4] + 0 > nrep) nrep = tg[4] + 0
+            if ($7 == "socket" || $7 == "far") { P[sec, cfg, $2, $7] = P[sec, cfg, $2, $7] " " $3; NP[sec, cfg, $2, $7]++ }
+        }
+        # Within one placement (perf/core_rtt.c: the vCPUs on one socket,
+        # or far apart, where large copies run up to 2x faster): best ompi
+        # median time over ccl median time, with the invocation counts;
+        # "-" where either side has no run there. Only runs whose
+        # placement held from start to end count.
+        function placed(sec, size, pl, cfg,    c, a, b, na, nb) {
+            c = median(P[sec, cfg, size, pl]); a = median(P[sec, "ompi", size, pl]); b = median(P[sec, "ompih", size, pl])
+            na = NP[sec, "ompi", size, pl] + 0; nb = NP[sec, "ompih", size, pl] + 0
+            if (a == "" || (b != "" && b + 0 < a + 0)) { a = b; na = nb }
+            if (a == "" || c == "" || c + 0 == 0) return "-"
+            return sprintf("%.2f (%d/%d)", a / c, NP[sec, cfg, size, pl], na)
         }
         # Paired ratio: in each repetition, best ompi time / the time of cfg,
         # then the median over repetitions. Load on this shared VM
@@ -479,28 +500,31 @@ report() {
                         spread[sec], R, spread_at[sec]
                 if (skind[s] == "sweep" && B) {
                     # busbw ratios only: for one size the time ratio is the inverse.
-                    print "| size | ccl busbw | ccl -z 1 busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl -z 1 / best ompi | paired ccl | paired ccl -z 1 | ccl us | ccl -z 1 us | ompi us | ompi+huge us |"
-                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                    print "| size | ccl busbw | ccl -z 1 busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl -z 1 / best ompi | paired ccl | paired ccl -z 1 | same placement: ccl socket | ccl far | ccl -z 1 socket | ccl -z 1 far | ccl us | ccl -z 1 us | ompi us | ompi+huge us |"
+                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
                     for (i = 1; i <= n; i++) {
                         z = sz[i]
-                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
+                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
                             cell(sec, "ccl", z, "bw"), cell(sec, "cclb", z, "bw"),
                             cell(sec, "ompi", z, "bw"), cell(sec, "ompih", z, "bw"),
                             ratio(best_t(sec, z), med[sec, "ccl", z, "t"]),
                             ratio(best_t(sec, z), med[sec, "cclb", z, "t"]),
                             paired(sec, "ccl", z), paired(sec, "cclb", z),
+                            placed(sec, z, "socket", "ccl"), placed(sec, z, "far", "ccl"),
+                            placed(sec, z, "socket", "cclb"), placed(sec, z, "far", "cclb"),
                             cell(sec, "ccl", z, "t"), cell(sec, "cclb", z, "t"),
                             cell(sec, "ompi", z, "t"), cell(sec, "ompih", z, "t")
                     }
                     print ""
                 } else if (skind[s] == "sweep") {
-                    print "| size | ccl busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | ccl us | ompi us | ompi+huge us | time ccl / best ompi |"
-                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                    print "| size | ccl busbw | ompi busbw | ompi+huge busbw | ccl / best ompi | same placement: socket | far | ccl us | ompi us | ompi+huge us | time ccl / best ompi |"
+                    print "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
                     for (i = 1; i <= n; i++) {
                         z = sz[i]
-                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
+                        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", human(z),
                             cell(sec, "ccl", z, "bw"), cell(sec, "ompi", z, "bw"), cell(sec, "ompih", z, "bw"),
                             ratio(best_t(sec, z), med[sec, "ccl", z, "t"]),
+                            placed(sec, z, "socket", "ccl"), placed(sec, z, "far", "ccl"),
                             cell(sec, "ccl", z, "t"), cell(sec, "ompi", z, "t"), cell(sec, "ompih", z, "t"),
                             ratio(med[sec, "ccl", z, "t"], best_t(sec, z))
                     }
