@@ -100,7 +100,7 @@ awk -v order="$(for c in "$@"; do printf '%s ' "${c%%=*}"; done)" '
                     if (!(key in cnt)) { line = line sprintf("  %s -", cf[c]); continue }
                     m = median(t[key])
                     if (c == 1) base = m
-                    line = line sprintf("  %s %.1f (%d)", cf[c], m, cnt[key])
+                    line = line sprintf(m < 10 ? "  %s %.3f (%d)" : "  %s %.1f (%d)", cf[c], m, cnt[key])
                     if (c > 1 && base != "") line = line sprintf(" %.2f", m / base)
                 }
                 print line
