@@ -63,6 +63,7 @@ for ((rep = 1; rep <= R; rep++)); do
             for i in "${!kv[@]}"; do
                 case ${kv[$i]} in PERF_BIN=*) bin=${kv[$i]#PERF_BIN=}; unset "kv[$i]" ;; esac
             done
+            [ -x "$bin" ] || { echo "ab.sh: $name: $bin is not an executable ccl-perf" >&2; exit 2; }
             out=$(env "${kv[@]}" "$bin" -m host --np "$NP" -W 1 -z "$Z" "${ARGS[@]}") ;;
         *) echo "ab.sh: configuration '$cfg' is neither name=VARS nor ompi/ompih" >&2; exit 2 ;;
         esac

@@ -220,17 +220,18 @@ static int parse_num(const char *opt, const char *text, double *out)
 
 /* Whether a ccl_mem_alloc buffer of one huge page is mapped huge, as this
  * process's smaps says: the outcome, whatever decided it (shmem_enabled,
- * or the collapse core/mem.c asks for). */
+ * or the collapse core/mem.c asks for). 1 yes, 0 no, -1 unknown (no
+ * buffer, or no smaps to read). */
 static int info_mem_alloc_is_huge(void)
 {
     char *buf = NULL;
     if (ccl_mem_alloc((void **)&buf, MEM_HUGE_PAGE) != CCL_SUCCESS)
-        return 0;
+        return -1;
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[512], want[32];
     snprintf(want, sizeof want, "%lx-", (unsigned long)(uintptr_t)buf);
     int in = 0;
-    long kb = 0;
+    long kb = -1;
     while (f && fgets(line, sizeof line, f)) {
         if ((line[0] >= '0' && line[0] <= '9') || (line[0] >= 'a' && line[0] <= 'f'))
             in = strncmp(line, want, strlen(want)) == 0; /* a mapping's header, not a field */
@@ -239,8 +240,9 @@ static int info_mem_alloc_is_huge(void)
     }
     if (f)
         fclose(f);
-    ccl_mem_free(buf);
-    return kb > 0;
+    if (ccl_mem_free(buf) != CCL_SUCCESS)
+        fprintf(stderr, "ccl-info: freeing the probe buffer failed: %s\n", err_message());
+    return kb < 0 ? -1 : kb > 0;
 }
 
 int main(int argc, char **argv)
@@ -315,9 +317,9 @@ int main(int argc, char **argv)
         int advised = topo_shm_huge_pages_at("", thp, sizeof thp);
         int huge = info_mem_alloc_is_huge();
         printf("usable CPUs: %d of %d online (cgroup CPU quota)\n", topo_usable_cpus(), topo_online_cpus());
-        printf("shared-memory huge pages: %s (shmem_enabled: %s%s)%s\n", huge ? "yes" : "no", thp,
-               huge && !advised ? "; ccl_mem_alloc collapses its buffers" : "",
-               huge ? "" : "; single copy maps peers' buffers 4 KiB at a time (README, Memory)");
+        printf("shared-memory huge pages: %s (shmem_enabled: %s%s)%s\n", huge > 0 ? "yes" : huge == 0 ? "no" : "unknown",
+               thp, huge > 0 && !advised ? "; ccl_mem_alloc collapses its buffers" : "",
+               huge == 0 ? "; single copy maps peers' buffers 4 KiB at a time (README, Memory)" : "");
     }
     if (ranks > 0) {
         printf("\nlocal rank affinity (%d ranks)\n%-6s %-8s %-8s %-10s %s\n", ranks, "rank", "gpu", "numa", "nic",

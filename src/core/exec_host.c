@@ -402,9 +402,9 @@ static shm_ref_t exec_make_ref(const exec_ctx_t *x, int from_send, const char *d
  * once (two memcpy calls took 1.1-1.25x the time of one pass with two
  * stores, 2 threads at 4-8 MiB); visible to the other side before it is
  * counted as done (the slice's completion is published with a release
- * store: enough for plain stores, a fence for streamed ones). Streamed from CCL_STREAM_THRESHOLD, but at most from
- * EXEC_TWIN_STREAM_MAX: below both the buffers stay in the cache for the
- * next call. Streaming always made 2-rank single-copy calls of 1 to 8 MiB
+ * store: enough for plain stores, a fence for streamed ones). Streamed
+ * from CCL_STREAM_THRESHOLD, but at most from EXEC_TWIN_STREAM_MAX: below
+ * both the buffers stay in the cache for the next call. Streaming always made 2-rank single-copy calls of 1 to 8 MiB
  * 1.3-3.3x slower (4 MiB allgather 308 against 95 us a call, broadcast
  * 296 against 99, alternating in one run, 2026-12-04). At 16 MiB it was
  * mixed where the vCPUs share a socket (allgather 0.74-1.02x the plain

@@ -69,8 +69,11 @@ void *mem_map_shared(int fd, size_t len, int prot)
     if (len < MEM_HUGE_PAGE)
         return mmap(NULL, len, prot, MAP_SHARED, fd, 0);
     /* Reserve a huge page more than needed, put the mapping at the first
-     * aligned address in it, give back the rest. */
-    size_t span = len + MEM_HUGE_PAGE;
+     * aligned address in it, give back the rest (from the page after the
+     * mapping's last: munmap wants a page-aligned start). */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t mapped = (len + page - 1) / page * page;
+    size_t span = mapped + MEM_HUGE_PAGE;
     char *raw = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED)
         return MAP_FAILED;
@@ -84,8 +87,8 @@ void *mem_map_shared(int fd, size_t len, int prot)
     }
     if (at > raw)
         munmap(raw, (size_t)(at - raw));
-    if (raw + span > at + len)
-        munmap(at + len, (size_t)(raw + span - (at + len)));
+    if (raw + span > at + mapped)
+        munmap(at + mapped, (size_t)(raw + span - (at + mapped)));
     return p;
 }
 

@@ -27,8 +27,9 @@ int mem_find(const void *ptr, size_t len, mem_ref_t *ref);
 
 /* mmap(MAP_SHARED) of len bytes of fd at an address aligned to
  * MEM_HUGE_PAGE when len is at least that, so that a memfd whose pages
- * are huge is mapped with one entry per huge page; MAP_FAILED and errno
- * on failure, as mmap. */
+ * are huge is mapped with one entry per huge page. A drop-in for mmap, so
+ * it answers as mmap does (MAP_FAILED and errno), not with ccl_result_t:
+ * its callers turn that into their own error. */
 void *mem_map_shared(int fd, size_t len, int prot);
 
 #endif

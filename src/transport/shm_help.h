@@ -20,8 +20,8 @@
  * buffer in the block. A reader that offers its destination maps the twin
  * too, and whoever copies a slice writes it to both places (large steps,
  * from 16 MiB or the call's lower streaming size: streamed, both from one
- * read, dev_copy_stream2; smaller ones two plain copies, which leave both
- * in the cache). The poster then has no copy of its own to make before it
+ * read, dev_copy_stream2; smaller ones with plain stores, also from one
+ * read, dev_copy2, which leaves both in the cache). The poster then has no copy of its own to make before it
  * helps. A poster whose call fails closes the block from its side
  * (shm_help_poster_close) and waits for the reader's slice in flight, so
  * that nothing writes into its buffer after it returns.

@@ -85,9 +85,12 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
 #undef PEER_FAIL
 }
 
+/* ccl_mem_alloc sizes are whole pages: any other length is not one of its
+ * buffers (and could not be mapped and unmapped exactly). */
 static int peer_ref_ok(const shm_ref_t *ref)
 {
-    return ref->magic == SHM_REF_MAGIC && ref->offset <= ref->alloc_len && ref->len <= ref->alloc_len - ref->offset;
+    return ref->magic == SHM_REF_MAGIC && ref->alloc_len % 4096 == 0 && ref->offset <= ref->alloc_len &&
+           ref->len <= ref->alloc_len - ref->offset;
 }
 
 /* A cached mapping of the buffer (a writable one when asked), or NULL.
