@@ -9,6 +9,7 @@
  * reader writes a block into its own buffer and the poster's (copy.h).
  */
 #include "device/copy.h"
+#include "device/reduce.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -95,21 +96,21 @@ static void copy_sse2(char *d, char *d2, const char *s, size_t n, int nt)
 
 typedef void (*copy_fn_t)(char *, char *, const char *, size_t, int);
 
+/* The level the reductions use (device/reduce.h: cpuid once, or what a
+ * test forced with dev_simd_force), so that one choice covers both and the
+ * tests reach every kernel here too. */
 static copy_fn_t copy_pick(void)
 {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        return copy_avx512;
-    if (__builtin_cpu_supports("avx2"))
-        return copy_avx2;
-    return copy_sse2;
+    switch (dev_simd_current()) {
+    case DEV_SIMD_AVX512: return copy_avx512;
+    case DEV_SIMD_AVX2: return copy_avx2;
+    default: return copy_sse2; /* every x86-64 has SSE2 */
+    }
 }
 
 static void copy_vec(char *d, char *d2, const char *s, size_t bytes, int nt)
 {
-    static copy_fn_t fn;
-    if (!fn)
-        fn = copy_pick(); /* idempotent: a race only repeats the choice */
+    copy_fn_t fn = copy_pick();
     size_t head = (64 - ((uintptr_t)d & 63)) & 63;
     if (head > bytes)
         head = bytes;

@@ -12,7 +12,7 @@
  * type's edges; avg as sum followed by dev_postop's division by nranks (C
  * integer division for integer types), and dev_postop being a no-op for the
  * other ops and for one rank; dev_copy_stream (and dev_copy_stream2 and
- * dev_copy2, to two places) + dev_copy_fence for every
+ * dev_copy2, to two places) + dev_copy_fence, at every SIMD level, for every
  * destination and source misalignment 0..63 and every length 0..600, plus
  * large copies, with the bytes around the destination left untouched.
  *
@@ -1549,9 +1549,8 @@ static int check_copy(const unsigned char *region, size_t span, size_t doff,
     return 0;
 }
 
-static void test_copy_stream_small_all_alignments(void **state)
+static void copy_stream_small_all_alignments(void)
 {
-    (void)state;
     /* dst region: a guard line, then up to 63 bytes of misalignment, the
      * copy, and a guard line after it. */
     const size_t span = 64 + COPY_MIS + COPY_MAX_SMALL + 64;
@@ -1586,9 +1585,8 @@ static void test_copy_stream_small_all_alignments(void **state)
     assert_int_equal(failures, 0);
 }
 
-static void test_copy_stream_large(void **state)
+static void copy_stream_large(void)
 {
-    (void)state;
     static const size_t lens[] = {(1u << 20) + 7, (1u << 20), 65536 + 63, 4095, 4097, 256 * 3 + 1};
     static const size_t mis[][2] = {{0, 0}, {1, 0}, {0, 1}, {13, 51}, {63, 63}, {32, 7}};
     const size_t maxlen = (1u << 20) + 7;
@@ -1658,16 +1656,44 @@ static void copy2_all_alignments(int streaming)
     assert_int_equal(failures, 0);
 }
 
+static void copy_stream2(void) { copy2_all_alignments(1); }
+static void copy2_plain(void) { copy2_all_alignments(0); }
+
+/* The copies pick their kernel by the reductions' SIMD level: run each
+ * check at every level this CPU has, so the AVX2 and SSE2 kernels are
+ * tested on an AVX-512 machine too. */
+static void at_every_level(void (*check)(void))
+{
+    dev_simd_t best = dev_simd_best();
+    for (int l = DEV_SIMD_SCALAR; l <= (int)best; l++) {
+        dev_simd_force((dev_simd_t)l);
+        check();
+    }
+    dev_simd_force(best);
+}
+
+static void test_copy_stream_small_all_alignments(void **state)
+{
+    (void)state;
+    at_every_level(copy_stream_small_all_alignments);
+}
+
+static void test_copy_stream_large(void **state)
+{
+    (void)state;
+    at_every_level(copy_stream_large);
+}
+
 static void test_copy_stream2(void **state)
 {
     (void)state;
-    copy2_all_alignments(1);
+    at_every_level(copy_stream2);
 }
 
 static void test_copy2_plain(void **state)
 {
     (void)state;
-    copy2_all_alignments(0);
+    at_every_level(copy2_plain);
 }
 
 int main(void)
