@@ -356,10 +356,11 @@ run: deps
 # multi-process tests built with -fsanitize=address into ASAN_BUILD (the
 # folder `make SANITIZE=address` uses, so the two share objects), run by
 # run_all.sh with LeakSanitizer on (peer death and abort, init/destroy
-# cycles, every collective on a few small counts). A sanitizer build runs
-# everything under its sanitizer instead.
+# cycles, every collective on a few small counts and on single-copy ones
+# through ccl_mem_alloc buffers). A sanitizer build runs everything under
+# its sanitizer instead.
 ASAN_PASS  ?= 1
-ASAN_TESTS := test_fault test_cycles test_lifecycle test_colls
+ASAN_TESTS := test_fault test_cycles test_lifecycle test_colls test_allgather
 ASAN_BUILD := $(if $(SANITIZE),,$(if $(filter 1,$(ASAN_PASS)),$(BUILD)/address))
 
 test: deps

@@ -255,7 +255,8 @@ run_variant "CCL_STREAM_DEPTH=2" test_streams
 # with -fsanitize=address into $ASAN_BUILD: peer death (kill -9) and abort,
 # init/destroy cycles (20 per case of test_cycles, 10 of test_lifecycle),
 # every collective but allreduce/allgather on 3 ranks at two small counts
-# and the big one. LeakSanitizer is on: a rank that leaks fails. Ranks run
+# and the big one, and again (allgather too, on 2 and 3 ranks) at a
+# single-copy count on ccl_mem_alloc buffers. LeakSanitizer is on: a rank that leaks fails. Ranks run
 # ~3x slower under ASan, so the timeouts (run_all's and the tests' own)
 # scale by 3 on top of TEST_TIMEOUT_SCALE.
 if [[ -n "$ASAN_BUILD" ]]; then
@@ -271,6 +272,12 @@ if [[ -n "$ASAN_BUILD" ]]; then
     asan_run "test_cycles[20]" "CCL_TEST_CYCLES=20" test_cycles
     asan_run "test_lifecycle[10]" "CCL_TEST_CYCLES=10" test_lifecycle
     asan_run "test_colls[3,CCL_TEST_COUNTS=1,13]" "CCL_TEST_COUNTS=1,13" test_colls 3
+    # Single copy through peers' mappings: ccl_mem_alloc buffers (huge
+    # pages, mapped aligned by every peer), whole-step references, help
+    # and twin copies, at a count over 1 MiB per rank.
+    asan_run "test_colls[3,ccl_mem,CCL_TEST_COUNTS=262147]" "CCL_TEST_CCL_MEM=1 CCL_TEST_COUNTS=262147" test_colls 3
+    asan_run "test_allgather[2,3,ccl_mem,CCL_TEST_COUNTS=262147]" "CCL_TEST_CCL_MEM=1 CCL_TEST_COUNTS=262147" \
+        test_allgather 2 3
 fi
 
 # ---- MPI cross-checks ---------------------------------------------------------
