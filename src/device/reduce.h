@@ -29,6 +29,13 @@ int dev_dtype_supported(ccl_datatype_t dtype);
  * dst may alias a or b exactly (in-place). dtype/op must be supported. */
 void dev_reduce(ccl_datatype_t dtype, ccl_redop_t op, void *dst, void *dst2,
                 const void *a, const void *b, size_t n);
+/* dev_reduce with non-temporal stores into dst and dst2 (whichever has
+ * dst's alignment to 64 bytes), fenced before it returns, whatever n: for
+ * results no core reads soon. Only where dev_reduce_streams(dtype) (the
+ * hand-written float kernels, from AVX2); otherwise plain stores. */
+void dev_reduce_stream(ccl_datatype_t dtype, ccl_redop_t op, void *dst, void *dst2, const void *a, const void *b,
+                       size_t n);
+int dev_reduce_streams(ccl_datatype_t dtype);
 /* The op's final transform (CCL_AVG: divide by nranks); no-op for others. */
 void dev_postop(ccl_datatype_t dtype, ccl_redop_t op, void *buf, size_t n, int nranks);
 /* dst[i] = scalar * src[i] (n elements), scalar being one element of dtype

@@ -39,15 +39,19 @@
 #define DEV_TGT_avx512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
 #endif
 
-typedef void (*dev_kernel_t)(void *dst, void *dst2, const void *a, const void *b, size_t n);
+/* nt_from: outputs of at least this many bytes are streamed (non-temporal
+ * stores) by the kernels that can (the hand-written ones); the others
+ * ignore it. */
+typedef void (*dev_kernel_t)(void *dst, void *dst2, const void *a, const void *b, size_t n, size_t nt_from);
 typedef void (*dev_div_kernel_t)(void *buf, size_t n, int nranks);
 typedef void (*dev_premul_kernel_t)(void *dst, const void *src, size_t n, const void *scalar);
 
 /* `unused`: the AVX tables take hand-written kernels for some types. */
 #define DEV_KERNEL(lvl, name, T, opn)                                                       \
     DEV_TGT_##lvl __attribute__((unused)) static void k_##opn##_##name##_##lvl(void *dst, void *dst2, const void *a, \
-                                                       const void *b, size_t n)             \
+                                                       const void *b, size_t n, size_t nt_from) \
     {                                                                                       \
+        (void)nt_from; /* plain stores: the compiler's loops cannot stream */               \
         T *d = dst, *d2 = dst2;                                                             \
         const T *x = a, *y = b;                                                             \
         if (d2) {                                                                           \
@@ -109,24 +113,25 @@ typedef struct {
     dev_kernel_t k[4]; /* sum, prod, max, min: avg reduces with sum */
     dev_div_kernel_t div;
     dev_premul_kernel_t premul;
+    int streams; /* the binary kernels honour nt_from */
 } dev_kernels_t;
 
 #define DEV_ROW(lvl, name)                                                                  \
     {{k_sum_##name##_##lvl, k_prod_##name##_##lvl, k_max_##name##_##lvl, k_min_##name##_##lvl}, \
-     k_div_##name##_##lvl, k_premul_##name##_##lvl}
+     k_div_##name##_##lvl, k_premul_##name##_##lvl, 0}
 
 /* float32: the hand-written binary kernels of reduce_simd_x86.c, the
  * compiler's loops for div and premul. */
 #define DEV_ROW_SIMD(lvl, name)                                                             \
     {{dev_##lvl##_sum_##name, dev_##lvl##_prod_##name, dev_##lvl##_max_##name,              \
       dev_##lvl##_min_##name},                                                              \
-     k_div_##name##_##lvl, k_premul_##name##_##lvl}
+     k_div_##name##_##lvl, k_premul_##name##_##lvl, 1}
 
 /* The narrow floats: every kernel hand-written. */
 #define DEV_ROW_NARROW(lvl, name)                                                           \
     {{dev_##lvl##_sum_##name, dev_##lvl##_prod_##name, dev_##lvl##_max_##name,              \
       dev_##lvl##_min_##name},                                                              \
-     dev_##lvl##_div_##name, dev_##lvl##_premul_##name}
+     dev_##lvl##_div_##name, dev_##lvl##_premul_##name, 1}
 
 #define DEV_TABLE(lvl, ROWF, ROWN)                                                          \
     {                                                                                       \
@@ -266,7 +271,19 @@ void dev_reduce(ccl_datatype_t dtype, ccl_redop_t op, void *dst, void *dst2, con
                 const void *b, size_t n)
 {
     int slot = (op == CCL_AVG) ? CCL_SUM : (int)op;
-    dev_table()[dtype].k[slot](dst, dst2, a, b, n);
+    dev_table()[dtype].k[slot](dst, dst2, a, b, n, DEV_NT_MIN_BYTES);
+}
+
+int dev_reduce_streams(ccl_datatype_t dtype)
+{
+    return dev_table()[dtype].streams;
+}
+
+void dev_reduce_stream(ccl_datatype_t dtype, ccl_redop_t op, void *dst, void *dst2, const void *a, const void *b,
+                       size_t n)
+{
+    int slot = (op == CCL_AVG) ? CCL_SUM : (int)op;
+    dev_table()[dtype].k[slot](dst, dst2, a, b, n, 0);
 }
 
 void dev_postop(ccl_datatype_t dtype, ccl_redop_t op, void *buf, size_t n, int nranks)

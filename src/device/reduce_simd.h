@@ -14,7 +14,9 @@
 
 #include <stddef.h>
 
-/* Outputs at least this large are written with non-temporal stores: the
+/* dev_reduce's outputs at least this large are written with non-temporal
+ * stores (the kernels take the size as nt_from; dev_reduce_stream passes
+ * 0): the
  * result cannot stay in a core's caches anyway, and streaming it skips the
  * read-for-ownership of every destination line (a quarter of the traffic
  * of dst = a + b). On the 2-core Zen 5 VM, float32 sum at 16-64 MiB ran at
@@ -27,10 +29,10 @@
 #define DEV_HAVE_X86_SIMD 1
 
 #define DEV_SIMD_DECLARE(lvl, ty)                                                               \
-    void dev_##lvl##_sum_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);  \
-    void dev_##lvl##_prod_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n); \
-    void dev_##lvl##_max_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);  \
-    void dev_##lvl##_min_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n);
+    void dev_##lvl##_sum_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n, size_t nt_from);  \
+    void dev_##lvl##_prod_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n, size_t nt_from); \
+    void dev_##lvl##_max_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n, size_t nt_from);  \
+    void dev_##lvl##_min_##ty(void *dst, void *dst2, const void *a, const void *b, size_t n, size_t nt_from);
 
 /* avg's division and premul, for the narrow floats. */
 #define DEV_SIMD_DECLARE_UNARY(lvl, ty)                                                          \

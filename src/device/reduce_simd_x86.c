@@ -16,7 +16,7 @@
  *   - sum and prod turn any NaN into the canonical one, max/min are
  *     MAXPS/MINPS with the operands in the order `a > b ? a : b` needs.
  * Element counts that do not fill a vector go through the scalar operators
- * themselves. Outputs of DEV_NT_MIN_BYTES or more are streamed past the
+ * themselves. Outputs of nt_from bytes or more are streamed past the
  * caches (after a scalar head that aligns dst to 64 bytes) and fenced
  * before returning, so callers see ordinary stores.
  */
@@ -458,12 +458,14 @@ typedef __m128i avx2_e5m2_t;
 
 #define KERNEL(lvl, TGT, UB, ty, op)                                                        \
     TGT void dev_##lvl##_##op##_##ty(void *dst, void *dst2, const void *a, const void *b,   \
-                                     size_t n)                                              \
+                                     size_t n, size_t nt_from)                              \
     {                                                                                       \
         enum { ES = sizeof(CTYPE_##ty), UE = (UB) / sizeof(CTYPE_##ty) };                   \
         size_t i = 0;                                                                       \
-        if (n * ES >= DEV_NT_MIN_BYTES && (uintptr_t)dst % ES == 0) {                       \
+        if (n * ES >= nt_from && (uintptr_t)dst % ES == 0) {                                \
             size_t head = ((64 - ((uintptr_t)dst & 63)) & 63) / ES;                         \
+            if (head > n) /* a short output that never reaches a 64-byte boundary */          \
+                head = n;                                                                   \
             SCALAR_RANGE(ty, op, 0, head)                                                   \
             i = head;                                                                       \
             if (!dst2 || (((uintptr_t)dst2 - (uintptr_t)dst) & 63) == 0) {                  \

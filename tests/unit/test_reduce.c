@@ -1319,6 +1319,64 @@ static void test_simd_levels_large(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* dev_reduce_stream (the fused 2-rank allreduce's slices, any length):
+ * non-temporal stores after a head that aligns dst to 64 bytes, dst2 at
+ * the same or another 64-byte phase, at every level, against dev_reduce
+ * at the scalar level, bit for bit, with the guard bytes around both
+ * outputs untouched. Outputs shorter than their head (which once ran past
+ * the end) included. Every dtype: those whose kernels cannot stream store
+ * plainly. */
+static void test_reduce_stream_all_alignments(void **state)
+{
+    (void)state;
+    static const ccl_redop_t ops4[] = {CCL_SUM, CCL_PROD, CCL_MAX, CCL_MIN};
+    static const size_t lens[] = {0, 1, 2, 3, 5, 15, 16, 17, 31, 33, 63, 64, 65, 100, 129, 255, 257, 300};
+    enum { PAD = 128 };
+    size_t cap = 300 * 8 + 2 * PAD;
+    unsigned char *a = malloc(cap), *b = malloc(cap), *want = malloc(cap), *d1 = malloc(cap), *d2 = malloc(cap);
+    assert_true(a && b && want && d1 && d2);
+    dev_simd_t best = dev_simd_best();
+    uint64_t seed = 4242;
+    int failures = 0;
+    for (int t = 0; t < NUM_SUPPORTED; t++) {
+        ccl_datatype_t dt = supported_dtypes[t];
+        size_t es = dev_dtype_size(dt);
+        for (int o = 0; o < 4; o++)
+            for (size_t z = 0; z < sizeof lens / sizeof lens[0]; z++) {
+                size_t n = lens[z], bytes = n * es;
+                fill_bits(a, dt, n, &seed);
+                fill_bits(b, dt, n, &seed);
+                dev_simd_force(DEV_SIMD_SCALAR);
+                dev_reduce(dt, ops4[o], want, NULL, a, b, n);
+                for (int l = DEV_SIMD_SCALAR; l <= (int)best; l++) {
+                    dev_simd_force((dev_simd_t)l);
+                    for (size_t m1 = 0; m1 < 64; m1 += es)
+                        for (int phase = 0; phase < 2; phase++) {
+                            size_t m2 = phase ? (m1 + 3 * es) % 64 : m1;
+                            memset(d1, GUARD_BYTE, cap);
+                            memset(d2, GUARD_BYTE, cap);
+                            dev_reduce_stream(dt, ops4[o], d1 + PAD + m1, d2 + PAD + m2, a, b, n);
+                            int bad = memcmp(d1 + PAD + m1, want, bytes) || memcmp(d2 + PAD + m2, want, bytes);
+                            for (size_t i = 0; i < cap && !bad; i++)
+                                bad = ((i < PAD + m1 || i >= PAD + m1 + bytes) && d1[i] != GUARD_BYTE) ||
+                                      ((i < PAD + m2 || i >= PAD + m2 + bytes) && d2[i] != GUARD_BYTE);
+                            if (bad && failures++ < 10)
+                                print_error("%s stream %s %s n=%zu dst%%64=%zu dst2%%64=%zu: wrong result or guard\n",
+                                            dev_simd_name((dev_simd_t)l), dev_dtype_name(dt), dev_op_name(ops4[o]),
+                                            n, m1, m2);
+                        }
+                }
+            }
+    }
+    dev_simd_force(best);
+    free(a);
+    free(b);
+    free(want);
+    free(d1);
+    free(d2);
+    assert_int_equal(failures, 0);
+}
+
 /* float16 and bfloat16: every bit pattern against a spread of partners
  * (rotations of all patterns, and each special), every op, every level. */
 static void test_simd_levels_all_half_pairs(void **state)
@@ -1730,6 +1788,7 @@ int main(void)
         cmocka_unit_test(test_simd_force),
         cmocka_unit_test(test_simd_levels_bitwise),
         cmocka_unit_test(test_simd_levels_large),
+        cmocka_unit_test(test_reduce_stream_all_alignments),
         cmocka_unit_test(test_simd_levels_all_half_pairs),
         cmocka_unit_test(test_simd_levels_all_f8_pairs),
         cmocka_unit_test(test_simd_levels_half_unary_all),
