@@ -360,7 +360,7 @@ run: deps
 # through ccl_mem_alloc buffers). A sanitizer build runs everything under
 # its sanitizer instead.
 ASAN_PASS  ?= 1
-ASAN_TESTS := test_fault test_cycles test_lifecycle test_colls test_allgather
+ASAN_TESTS := test_fault test_cycles test_lifecycle test_colls test_allgather test_allreduce
 ASAN_BUILD := $(if $(SANITIZE),,$(if $(filter 1,$(ASAN_PASS)),$(BUILD)/address))
 
 test: deps

@@ -178,6 +178,11 @@ for v in "${variants[@]}"; do
         run_variant "$v" test_colls 3 4
     fi
 done
+# The fused 2-rank allreduce (ALGO_PAIR, the tuner's pick from the
+# single-copy size on ccl_mem_alloc buffers; the variants above run it on
+# 2 ranks) where only even ranks' buffers are registered: both ranks
+# decline and run the ring instead.
+run_variant "CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K" test_allreduce 2 3
 # Whole-step references (a send buffer read in place by one reference per
 # step, a broadcast passing the root's on) need steps longer than a slot:
 # ccl_mem_alloc buffers, single copy from 1 KiB and 4 KiB slots (so 2053
@@ -278,6 +283,9 @@ if [[ -n "$ASAN_BUILD" ]]; then
     asan_run "test_colls[3,ccl_mem,CCL_TEST_COUNTS=262147]" "CCL_TEST_CCL_MEM=1 CCL_TEST_COUNTS=262147" test_colls 3
     asan_run "test_allgather[2,3,ccl_mem,CCL_TEST_COUNTS=262147]" "CCL_TEST_CCL_MEM=1 CCL_TEST_COUNTS=262147" \
         test_allgather 2 3
+    # The fused 2-rank allreduce: each rank reduces into both ranks' buffers.
+    asan_run "test_allreduce[2,ccl_mem,CCL_TEST_COUNTS=262147]" "CCL_TEST_CCL_MEM=1 CCL_TEST_COUNTS=262147" \
+        test_allreduce 2
 fi
 
 # ---- MPI cross-checks ---------------------------------------------------------

@@ -119,11 +119,21 @@ static ccl_result_t coll_run_one(coll_args_t *a)
     }
     size_t board = exec_board_bytes(a, comm->nranks);
     algo_t algo = tuner_pick(comm, a->coll, board, 0);
-    if (algo == ALGO_ONESHOT && a->premul && board > comm->slot_size)
+    /* A premultiplied input lives in a slot-sized buffer, and each rank's
+     * scalar is its own (the pair would need both): what a group runs. */
+    if (a->premul && ((algo == ALGO_ONESHOT && board > comm->slot_size) || algo == ALGO_PAIR))
         algo = tuner_pick(comm, a->coll, board, 1);
     LOG_TRACE(SUB_COLL, "%s #%llu: %zu x %s, %s, algo %s", sched_coll_name(a->coll), (unsigned long long)seq,
               a->count, dev_dtype_name(a->dtype), dev_op_name(a->kop), tuner_algo_name(algo));
-    if (algo == ALGO_ONESHOT) {
+    int ran = 0;
+    if (algo == ALGO_PAIR) {
+        res = exec_host_pair(comm, a, &ran);
+        if (res == CCL_SUCCESS && !ran) /* a rank's buffers are not ccl_mem_alloc ones: what a group would run */
+            algo = tuner_pick(comm, a->coll, board, 1);
+    }
+    if (res != CCL_SUCCESS || ran) {
+        /* the pair ran, or failed after its offer went out (broken below) */
+    } else if (algo == ALGO_ONESHOT) {
         res = exec_host_oneshot(comm, a);
     } else {
         CCL_TRY(coll_schedule(comm, a, algo, &comm->sched));

@@ -282,6 +282,28 @@ ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out)
 ccl_result_t watch_p2p_start(struct ccl_comm *comm);
 void watch_p2p_stop(struct ccl_comm *comm);
 
+/* The fused 2-rank allreduce on one host (exec_pair.c, ALGO_PAIR): each
+ * rank reduces slices of both inputs into both outputs. *ran is 0 when it
+ * did nothing because a rank's buffers are not ccl_mem_alloc ones (or
+ * cannot be mapped): both ranks then run another algorithm. */
+ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *args, int *ran);
+
+/* exec_host.c: what an executor's wait checks while it sleeps
+ * (exec_wait_check, a wait_check_fn): the failures exec_local_failure
+ * finds, and CCL_TIMEOUT without progress, naming the rank behind. */
+typedef struct {
+    struct ccl_comm *comm;
+    int peer;            /* -1: every rank (the board) */
+    const char *what;    /* "receive from" / "send to" */
+    uint64_t idle_since; /* last progress of the whole executor; 0: this wait's start */
+    int others;          /* other steps wait too: come back to re-check them */
+} exec_wait_ctx_t;
+ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns);
+/* exec_host.c: after a call failed, waits until a peer that copies into
+ * our buffer has finished the `want` slices it took (*count), or marked
+ * *count closed (bit 31), or died, or a few seconds passed. */
+void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint32_t *count, uint32_t want);
+
 /* exec_host.c: whether a process of this host has exited (a zombie counts). */
 int exec_pid_dead(pid_t pid);
 /* exec_host.c: what ends every wait of this comm, whatever it waits for:

@@ -43,14 +43,6 @@ int exec_pid_dead(pid_t pid)
     return paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
 }
 
-typedef struct {
-    struct ccl_comm *comm;
-    int peer;          /* -1: every rank (the board) */
-    const char *what;  /* "receive from" / "send to" */
-    uint64_t idle_since; /* last progress of the whole executor */
-    int others;        /* other steps wait too: come back to re-check them */
-} exec_wait_ctx_t;
-
 /* A rank of our host that is gone without having said why (a rank that
  * failed poisons its connections with a reason before it exits): -1 if
  * none. Only ranks first..last are looked at; with closed_ok, not those
@@ -124,7 +116,7 @@ ccl_result_t exec_local_failure(struct ccl_comm *comm, int first, int last, int 
 
 /* Runs while a wait sleeps (every few ms). The deadline counts from the
  * last progress of anything this thread drives, not from this wait. */
-static ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
+ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
 {
     exec_wait_ctx_t *c = arg;
     struct ccl_comm *comm = c->comm;
@@ -391,11 +383,8 @@ out:
 static shm_ref_t exec_make_ref(const exec_ctx_t *x, int from_send, const char *data, size_t len)
 {
     const coll_args_t *a = x->args;
-    const mem_ref_t *buf = from_send ? &x->send_ref : &x->recv_ref;
-    const char *base = from_send ? (const char *)a->sendbuf : (const char *)a->recvbuf;
-    shm_ref_t ref = {SHM_REF_MAGIC, (int32_t)x->comm->bs.peers[x->comm->rank].pid, buf->fd, buf->id, buf->alloc_len,
-                     buf->offset + (uint64_t)(data - base), len, (uint64_t)(uintptr_t)data};
-    return ref;
+    return shm_ref_make((pid_t)x->comm->bs.peers[x->comm->rank].pid, from_send ? &x->send_ref : &x->recv_ref,
+                        from_send ? a->sendbuf : a->recvbuf, data, len);
 }
 
 /* One slice into the reader's destination and the poster's twin, read
@@ -532,14 +521,16 @@ out:
  * finished the `want` slices it took (*count), or said it copies no more
  * (SHM_HELP_CLOSED), or died, or a few seconds passed, so that nothing
  * writes into the buffer once we return. */
-static void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint32_t *count, uint32_t want)
+void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint32_t *count, uint32_t want)
 {
     uint64_t start = wait_now_ns();
     for (;;) {
         uint32_t n = atomic_load_explicit(count, memory_order_acquire);
         if (n >= want || (n & SHM_HELP_CLOSED))
             break;
-        if (wait_now_ns() - start > 3000000000ull || exec_pid_dead((pid_t)comm->bs.peers[peer].pid)) {
+        if (exec_pid_dead((pid_t)comm->bs.peers[peer].pid))
+            break; /* it writes nothing any more */
+        if (wait_now_ns() - start > 3000000000ull) {
             LOG_WARN(SUB_COLL, "rank %d did not finish copying into our buffer after our call failed", peer);
             break;
         }

@@ -124,7 +124,7 @@
  * for it. */
 static const unsigned tune_coll_algos[SCHED_NUM_COLLS] = {
     [SCHED_ALLREDUCE] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_DIRECT) | TUNE_BIT(ALGO_ONESHOT) |
-                        TUNE_BIT(ALGO_TREE) | TUNE_BIT(ALGO_RD) | TUNE_BIT(ALGO_HIER),
+                        TUNE_BIT(ALGO_TREE) | TUNE_BIT(ALGO_RD) | TUNE_BIT(ALGO_HIER) | TUNE_BIT(ALGO_PAIR),
     [SCHED_ALLGATHER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
     [SCHED_REDUCE_SCATTER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
     [SCHED_BROADCAST] = TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
@@ -139,7 +139,7 @@ static const unsigned tune_coll_algos[SCHED_NUM_COLLS] = {
 #define TUNE_BANDWIDTH_ALGOS (TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_PAIRWISE))
 
 static const char *const tune_names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain",
-                                                   "pairwise", "tree", "rd", "hier"};
+                                                   "pairwise", "tree", "rd", "hier", "pair"};
 
 const char *tune_algo_name(algo_t algo)
 {
@@ -401,6 +401,21 @@ static double tune_direct(const tune_ev_t *e)
     return tune_total(e, &r);
 }
 
+/* The fused 2-rank allreduce (core/exec_pair.c): each rank reduces half
+ * the slices, reading both inputs and writing both outputs, after two
+ * hops (the offers, then whether both could map the other's buffers). */
+static double tune_pair(const tune_ev_t *e)
+{
+    const tune_round_t r = {
+        .c = e->size / 2,
+        .lat = TUNE_STEP_US,
+        .pb = 2 * e->bi,
+        .clat = TUNE_STEP_US,
+        .cb = 2 * e->bi,
+    };
+    return 2 * e->ai + tune_total(e, &r);
+}
+
 static double tune_tree(const tune_ev_t *e)
 {
     const tune_model_t *m = e->m;
@@ -655,6 +670,13 @@ int tune_applies(const tune_model_t *m, sched_coll_t coll, algo_t algo, size_t s
         return m->nranks == 2;
     case ALGO_HIER:
         return m->nnodes > 1;
+    case ALGO_PAIR: {
+        /* Single copy of whole buffers: never grouped (a group's steps go
+         * by slices), from the single-copy size. Whether both ranks' buffers
+         * are ccl_mem_alloc ones only the call finds out (it falls back). */
+        size_t sc = m->link.single_copy_bytes;
+        return m->nranks == 2 && m->nnodes == 1 && !grouped && sc > 0 && size >= sc;
+    }
     case ALGO_ONESHOT: {
         /* The board serves one call at a time, so grouped calls never use it. */
         tune_ev_t e = {.m = m, .coll = coll, .size = (double)size, .n = m->nranks};
@@ -684,6 +706,7 @@ double tune_cost(const tune_model_t *m, sched_coll_t coll, algo_t algo, size_t s
     case ALGO_TREE: return tune_tree(&e);
     case ALGO_RD: return tune_rd(&e);
     case ALGO_HIER: return tune_hier(&e);
+    case ALGO_PAIR: return tune_pair(&e);
     default: return INFINITY;
     }
 }

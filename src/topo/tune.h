@@ -34,6 +34,7 @@ typedef enum {
     ALGO_TREE,     /* double binary tree allreduce */
     ALGO_RD,       /* recursive doubling allreduce */
     ALGO_HIER,     /* hierarchical allreduce (several nodes) */
+    ALGO_PAIR,     /* 2-rank allreduce on one host, single copy: both reduce, each into both outputs */
     ALGO_COUNT
 } algo_t;
 

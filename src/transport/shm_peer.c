@@ -126,19 +126,41 @@ ccl_result_t shm_peer_read(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref,
     return CCL_SUCCESS;
 }
 
-ccl_result_t shm_peer_writable(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, void **data)
+/* A mapping of the buffer, read-only or writable, without a fallback. */
+static ccl_result_t peer_direct(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, int writable, void **data)
 {
     if (!peer_ref_ok(ref))
         return err_set(CCL_ERR_REMOTE, "malformed single-copy reference from pid %d", (int)pid);
-    const shm_peer_map_t *m = peer_find(c, pid, ref, 1);
+    const shm_peer_map_t *m = peer_find(c, pid, ref, writable);
     if (!m) {
-        ccl_result_t res = peer_map(c, pid, ref, 1, &m);
+        ccl_result_t res = peer_map(c, pid, ref, writable, &m);
         if (res != CCL_SUCCESS)
             return res;
     }
     ((shm_peer_map_t *)m)->last_use = ++c->clock;
     *data = (char *)m->base + ref->offset;
     return CCL_SUCCESS;
+}
+
+ccl_result_t shm_peer_writable(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, void **data)
+{
+    return peer_direct(c, pid, ref, 1, data);
+}
+
+ccl_result_t shm_peer_mapped(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, const void **data)
+{
+    void *p;
+    ccl_result_t res = peer_direct(c, pid, ref, 0, &p);
+    *data = p;
+    return res;
+}
+
+shm_ref_t shm_ref_make(pid_t pid, const mem_ref_t *buf, const void *base, const void *data, size_t len)
+{
+    shm_ref_t ref = {SHM_REF_MAGIC, (int32_t)pid, buf->fd, buf->id, buf->alloc_len,
+                     buf->offset + (uint64_t)((const char *)data - (const char *)base), len,
+                     (uint64_t)(uintptr_t)data};
+    return ref;
 }
 
 void shm_peer_cache_close(shm_peer_cache_t *c)

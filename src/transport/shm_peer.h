@@ -13,6 +13,7 @@
 #define CCL_TRANSPORT_SHM_PEER_H
 
 #include "ccl.h"
+#include "core/mem.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -55,6 +56,13 @@ ccl_result_t shm_peer_read(shm_peer_cache_t *cache, pid_t pid, const shm_ref_t *
  * that offered us its destination to fill, shm_help.h); an error where it
  * cannot be mapped: there is no fallback, the caller just does not help. */
 ccl_result_t shm_peer_writable(shm_peer_cache_t *cache, pid_t pid, const shm_ref_t *ref, void **data);
+/* A read-only pointer to the peer's bytes, mapped; an error where they
+ * cannot be (no process_vm_readv fallback: the fused 2-rank allreduce,
+ * core/exec_pair.c, then goes the FIFO way). */
+ccl_result_t shm_peer_mapped(shm_peer_cache_t *cache, pid_t pid, const shm_ref_t *ref, const void **data);
+/* A reference to `len` bytes at `data` in our registered buffer `buf`,
+ * whose range (mem_find) starts at `base`. */
+shm_ref_t shm_ref_make(pid_t pid, const mem_ref_t *buf, const void *base, const void *data, size_t len);
 void shm_peer_cache_close(shm_peer_cache_t *cache);
 
 #endif

@@ -464,6 +464,12 @@ static int helper_death_body(tst_ctx_t *ctx, void *arg)
     return 0;
 }
 
+/* Which rank's call dies or fails (-1: both fail), in which collective. */
+typedef struct {
+    int victim;
+    tst_coll_t coll;
+} fail_case_t;
+
 /* A 2-rank broadcast out of place on ccl_mem_alloc buffers: the root's
  * whole-step reference names its receive buffer as a twin, and the root
  * and rank 1 each copy slices into both ranks' receive buffers (rank 1
@@ -471,25 +477,31 @@ static int helper_death_body(tst_ctx_t *ctx, void *arg)
  * mid-way: rank 1 (the victim 1) at its 8th slice, after it claimed it and
  * before it copied it, or the root (victim 0) at its first slice copied
  * for both. The survivor must fail, not return with slices the dead rank
- * claimed unwritten, nor wait for them beyond its timeout. */
+ * claimed unwritten, nor wait for them beyond its timeout. The same for
+ * the fused 2-rank allreduce (core/exec_pair.c), where each rank reduces
+ * the slices it claims into both ranks' receive buffers (rank 0 from the
+ * front, rank 1 from the back): the victim dies at its 8th slice. */
 static int twin_death_body(tst_ctx_t *ctx, void *arg)
 {
-    int victim = *(const int *)arg;
+    const fail_case_t *fc = arg;
+    int victim = fc->victim, pair = fc->coll == TST_ALLREDUCE;
     note_shm_before(ctx);
     ccl_comm_t comm = tst_comm_init(ctx);
-    tst_case_t c = {.coll = TST_BROADCAST, .dt = CCL_INT32, .op = CCL_SUM, .count = ((size_t)32 << 20) + 3,
+    tst_case_t c = {.coll = fc->coll, .dt = CCL_INT32, .op = CCL_SUM,
+                    .count = pair ? ((size_t)8 << 20) + 3 : ((size_t)32 << 20) + 3,
                     .seed = tst_case_seed(base_seed, 2, 0, 37, 37), .root = 0};
     tst_bufs_t b;
     tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
-    tst_set_case(ctx, victim ? "twin death: broadcast, the reader dies while it copies for both"
-                             : "twin death: broadcast, the root dies while it copies for both");
+    tst_set_case(ctx, pair     ? "pair death: allreduce, a rank dies while it reduces for both"
+                      : victim ? "twin death: broadcast, the reader dies while it copies for both"
+                               : "twin death: broadcast, the root dies while it copies for both");
     double t0 = tst_now();
     ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL); /* the victim dies in here */
     double dt = tst_now() - t0;
     if (ctx->rank != victim) {
         if (rc == CCL_SUCCESS)
-            tst_fail(ctx, "twin death: rank %d's broadcast succeeded although rank %d died copying into it",
-                     ctx->rank, victim);
+            tst_fail(ctx, "twin death: rank %d's %s succeeded although rank %d died copying into it",
+                     ctx->rank, tst_coll_name(c.coll), victim);
         tst_note_killed(ctx, victim);
         printf("  twin death (rank %d killed), rank %d after %.2f s: %s: %s\n", victim, ctx->rank, dt,
                ccl_get_error_string(rc), ccl_get_last_error(comm));
@@ -528,31 +540,28 @@ static uint64_t sum_words(const void *p, size_t bytes)
  * peer's block into both buffers) where both calls fail at once (victim
  * -1): neither may wait for the other to stop writing while the other
  * waits for it. */
-typedef struct {
-    int victim;
-    tst_coll_t coll;
-} fail_case_t;
-
 static int twin_fail_body(tst_ctx_t *ctx, void *arg)
 {
     const fail_case_t *fc = arg;
     int victim = fc->victim;
     note_shm_before(ctx);
     ccl_comm_t comm = tst_comm_init(ctx);
-    int gather = fc->coll == TST_GATHER, both = victim < 0;
+    int gather = fc->coll == TST_GATHER, both = victim < 0, pair = fc->coll == TST_ALLREDUCE;
     tst_case_t c = {.coll = fc->coll, .dt = CCL_INT32, .op = CCL_SUM,
                     .count = fc->coll == TST_BROADCAST ? ((size_t)32 << 20) + 3 : ((size_t)8 << 20) + 3,
                     .seed = tst_case_seed(base_seed, 2, 0, 41, 41), .root = 0};
     tst_bufs_t b;
     tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
-    tst_set_case(ctx, both     ? "twin failure: allgather, both calls fail while they copy for both"
-                      : gather ? "help failure: gather, the sender's call fails while it copies for the root"
+    tst_set_case(ctx, pair && both ? "pair failure: allreduce, both calls fail while they reduce for both"
+                      : pair       ? "pair failure: allreduce, a rank's call fails while it reduces for both"
+                      : both       ? "twin failure: allgather, both calls fail while they copy for both"
+                      : gather     ? "help failure: gather, the sender's call fails while it copies for the root"
                       : victim ? "twin failure: broadcast, the reader's call fails while it copies for both"
                                : "twin failure: broadcast, the root's call fails while it copies for both");
     double t0 = tst_now();
     ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL); /* the victim's fails in here */
     double dt = tst_now() - t0;
-    size_t bytes = c.count * sizeof(int32_t) * ((gather && ctx->rank == 0) || both ? 2 : 1);
+    size_t bytes = c.count * sizeof(int32_t) * ((gather && ctx->rank == 0) || (both && !pair) ? 2 : 1);
     uint64_t sum = gather && ctx->rank != 0 ? 0 : sum_words(b.recvp, bytes);
     printf("  %s failure (rank %d's call fails), rank %d after %.2f s: %s: %s\n", gather ? "help" : "twin", victim,
            ctx->rank, dt,
@@ -562,11 +571,11 @@ static int twin_fail_body(tst_ctx_t *ctx, void *arg)
         tst_fail(ctx, "twin failure: rank %d's call returned %s, not the injected failure", victim,
                  ccl_get_error_string(rc));
     if (both && (rc == CCL_SUCCESS || dt > 2.5))
-        tst_fail(ctx, "twin failure: rank %d's allgather returned %s after %.2f s, where both failed", ctx->rank,
-                 ccl_get_error_string(rc), dt);
+        tst_fail(ctx, "twin failure: rank %d's %s returned %s after %.2f s, where both failed", ctx->rank,
+                 tst_coll_name(c.coll), ccl_get_error_string(rc), dt);
     if (!both && ctx->rank != victim && rc == CCL_SUCCESS)
-        tst_fail(ctx, "twin failure: rank %d's broadcast succeeded although rank %d's failed copying into it",
-                 ctx->rank, victim);
+        tst_fail(ctx, "twin failure: rank %d's %s succeeded although rank %d's failed copying into it",
+                 ctx->rank, tst_coll_name(c.coll), victim);
     if (!both && ctx->rank != victim && dt > 2.5)
         tst_fail(ctx, "twin failure: rank %d took %.2f s to fail (a wait for slices nobody copies)", ctx->rank,
                  dt);
@@ -576,6 +585,44 @@ static int twin_fail_body(tst_ctx_t *ctx, void *arg)
     tst_case_release(&b);
     abort_broken(ctx, comm, "twin failure");
     check_shm_clean(ctx, "twin failure");
+    return 0;
+}
+
+/* The fused 2-rank allreduce where the ranks' counts differ (a user's
+ * bug; CCL_CHECK_ARGS off): each rank's offer names its count, so both
+ * must fail at once with CCL_ERR_MISMATCH, before anything is written
+ * into either receive buffer. */
+static int pair_mismatch_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    note_shm_before(ctx);
+    ccl_comm_t comm = tst_comm_init(ctx);
+    tst_case_t c = {.coll = TST_ALLREDUCE, .dt = CCL_FLOAT32, .op = CCL_SUM,
+                    .count = ((size_t)1 << 20) + 3 + (size_t)ctx->rank,
+                    .seed = tst_case_seed(base_seed, 2, 0, 43, 43)};
+    tst_bufs_t b;
+    tst_case_prepare(&c, ctx->rank, ctx->nranks, &b, 1);
+    tst_set_case(ctx, "pair mismatch: allreduce of %zu elements against %zu", c.count,
+                 ((size_t)1 << 20) + 3 + (size_t)(1 - ctx->rank));
+    size_t bytes = c.count * sizeof(float);
+    uint64_t before = sum_words(b.recvp, bytes);
+    double t0 = tst_now();
+    ccl_result_t rc = tst_case_issue(&c, &b, comm, NULL);
+    double dt = tst_now() - t0;
+    printf("  pair mismatch, rank %d after %.2f s: %s: %s\n", ctx->rank, dt, ccl_get_error_string(rc),
+           ccl_get_last_error(comm));
+    fflush(stdout);
+    if (rc != CCL_ERR_MISMATCH)
+        tst_fail(ctx, "pair mismatch: rank %d's allreduce returned %s, not CCL_ERR_MISMATCH", ctx->rank,
+                 ccl_get_error_string(rc));
+    if (dt > 2.5)
+        tst_fail(ctx, "pair mismatch: rank %d took %.2f s to notice", ctx->rank, dt);
+    tst_barrier(ctx);
+    if (sum_words(b.recvp, bytes) != before)
+        tst_fail(ctx, "pair mismatch: rank %d's receive buffer was written", ctx->rank);
+    tst_case_release(&b);
+    abort_broken(ctx, comm, "pair mismatch");
+    check_shm_clean(ctx, "pair mismatch");
     return 0;
 }
 
@@ -661,24 +708,51 @@ static int run_twin_fail(const char *self)
            run_help_fault(self, "ag-fail-both", "fail:op=1:slice=40");
 }
 
+/* The fused 2-rank allreduce (ccl_mem_alloc buffers, single copy from
+ * 1 KiB: the tuner's pick), 128 KiB slices: 257 of them. Rank 0 claims
+ * from the front, rank 1 from the back; the victim dies, or its call
+ * fails, at its 8th (claimed, not yet reduced), or both calls fail at
+ * their first (unless one rank's failure took every slice first). */
+static int run_pair_faults(const char *self)
+{
+    static const char *const mismatch_env[] = {"CCL_SINGLE_COPY_THRESHOLD=1K", "CCL_BUFFSIZE=1M", "CCL_NSLOTS=8",
+                                               NULL};
+    printf("2-rank fused allreduce, both ranks reducing into both buffers, one dies or fails; counts that "
+           "differ:\n");
+    fflush(stdout);
+    return run_help_fault(self, "pair-death-0", "kill:rank=0:op=1:slice=8") +
+           run_help_fault(self, "pair-death-1", "kill:rank=1:op=1:slice=8") +
+           run_help_fault(self, "pair-fail-0", "fail:rank=0:op=1:slice=8") +
+           run_help_fault(self, "pair-fail-1", "fail:rank=1:op=1:slice=8") +
+           run_help_fault(self, "pair-fail-both", "fail:op=1:slice=1") +
+           run_reexec(self, "pair-mismatch", mismatch_env);
+}
+
 int main(int argc, char **argv)
 {
     int failed = 0;
-    if (argc == 2 && strncmp(argv[1], "twin-death-", 11) == 0) {
-        static int victim;
-        victim = argv[1][11] == '0' ? 0 : 1;
+    if (argc == 2 && (strncmp(argv[1], "twin-death-", 11) == 0 || strncmp(argv[1], "pair-death-", 11) == 0)) {
+        static fail_case_t fc;
+        fc.victim = argv[1][11] == '0' ? 0 : 1;
+        fc.coll = argv[1][0] == 'p' ? TST_ALLREDUCE : TST_BROADCAST;
         setenv("CCL_TIMEOUT", "30", 0);
         base_seed = tst_seed("test_fault");
-        tst_sigkill_ok_rank = victim;
-        return tst_run_ranks("fault-twin-death", 2, 90, twin_death_body, &victim) != 0;
+        tst_sigkill_ok_rank = fc.victim;
+        return tst_run_ranks("fault-twin-death", 2, 90, twin_death_body, &fc) != 0;
     }
-    if (argc == 2 && (strncmp(argv[1], "twin-fail-", 10) == 0 || strncmp(argv[1], "help-fail-", 10) == 0)) {
+    if (argc == 2 && (strncmp(argv[1], "twin-fail-", 10) == 0 || strncmp(argv[1], "help-fail-", 10) == 0 ||
+                      strncmp(argv[1], "pair-fail-", 10) == 0)) {
         static fail_case_t fc;
-        fc.victim = argv[1][10] == '0' ? 0 : 1;
-        fc.coll = argv[1][0] == 'h' ? TST_GATHER : TST_BROADCAST;
+        fc.victim = argv[1][10] == '0' ? 0 : argv[1][10] == '1' ? 1 : -1; /* pair-fail-both: -1 */
+        fc.coll = argv[1][0] == 'h' ? TST_GATHER : argv[1][0] == 'p' ? TST_ALLREDUCE : TST_BROADCAST;
         setenv("CCL_TIMEOUT", "30", 0);
         base_seed = tst_seed("test_fault");
         return tst_run_ranks("fault-twin-fail", 2, 90, twin_fail_body, &fc) != 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "pair-mismatch") == 0) {
+        setenv("CCL_TIMEOUT", "30", 0);
+        base_seed = tst_seed("test_fault");
+        return tst_run_ranks("fault-pair-mismatch", 2, 90, pair_mismatch_body, NULL) != 0;
     }
     if (argc == 2 && strcmp(argv[1], "ag-fail-both") == 0) {
         static fail_case_t fc = {-1, TST_ALLGATHER};
@@ -719,6 +793,7 @@ int main(int argc, char **argv)
     failed += run_helper_death(argv[0]);
     failed += run_twin_death(argv[0]);
     failed += run_twin_fail(argv[0]);
+    failed += run_pair_faults(argv[0]);
     /* Death at several points of the shared-memory setup. The delays only
      * bound a victim that never gets there (it dies waiting after init). */
     static const death_point_t deaths[] = {{3000000, 1}, {3000000, 4}, {3000000, 6},
