@@ -37,15 +37,18 @@
 #define PAIR_MAGIC 0x63636c70u /* "cclp": not SHM_REF_MAGIC, so a peer in another call fails to read it */
 
 /* Out of place, results are streamed (non-temporal stores) from
- * CCL_STREAM_THRESHOLD but at most from this size: the outputs are not in
- * the cache, and a plain store first reads the line it writes. 2 ranks on
- * one socket, ccl-perf's rotating buffers: streaming took 0.74x the time
- * of plain stores at 1 MiB, 0.89-1.0x at 2-64 MiB (perf/ab.sh -r 4,
- * 2026-12-05; 1.09-1.12x at 256-512 KiB, where the tuner does not pick
- * the pair by default). In place the outputs are the lines just read:
- * plain stores hit the cache, and took 0.80-0.95x the time of streamed
- * ones at 2-64 MiB. */
-#define PAIR_STREAM_MAX ((size_t)1 << 20)
+ * CCL_STREAM_THRESHOLD but at most from this size. Whether streaming pays
+ * depends on whether the outputs are in the cache, which the size alone
+ * only hints at: a call's four buffers (both ranks' inputs and outputs)
+ * of 8 MiB each fill this VM's 32 MiB L3. 2 ranks, perf/ab.sh -r 4,
+ * 2026-12-05, time streamed / plain: 0.57-0.83 at 16-64 MiB with ccl-perf
+ * rotating over 64 MiB buffers, 0.92 at 16 MiB on 16 MiB buffers; but
+ * 1.5-1.9 at 2-8 MiB on 8 MiB buffers and 1.5 at 1 MiB on 1 MiB ones
+ * (only with rotation over 64 MiB, out of the cache, did 1 MiB stream
+ * faster, 0.74). In place the outputs are the lines just read: plain
+ * stores hit the cache, and took 0.67-0.93x the time of streamed ones at
+ * 2-64 MiB. */
+#define PAIR_STREAM_MAX ((size_t)16 << 20)
 
 /* What a rank posts first. */
 typedef struct {
