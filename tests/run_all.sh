@@ -181,7 +181,7 @@ done
 # The fused 2-rank allreduce (ALGO_PAIR, the tuner's pick from the
 # single-copy size on ccl_mem_alloc buffers; the variants above run it on
 # 2 ranks) where only even ranks' buffers are registered: both ranks
-# decline and run the ring instead.
+# decline and run what a group would (direct, from 16 MiB the ring).
 run_variant "CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K" test_allreduce 2 3
 # Whole-step references (a send buffer read in place by one reference per
 # step, a broadcast passing the root's on) need steps longer than a slot:

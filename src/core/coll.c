@@ -128,8 +128,11 @@ static ccl_result_t coll_run_one(coll_args_t *a)
     int ran = 0;
     if (algo == ALGO_PAIR) {
         res = exec_host_pair(comm, a, &ran);
-        if (res == CCL_SUCCESS && !ran) /* a rank's buffers are not ccl_mem_alloc ones: what a group would run */
+        if (res == CCL_SUCCESS && !ran) { /* a rank's buffers are not ccl_mem_alloc ones: what a group would run */
             algo = tuner_pick(comm, a->coll, board, 1);
+            LOG_TRACE(SUB_COLL, "%s #%llu: pair declined, algo %s", sched_coll_name(a->coll),
+                      (unsigned long long)seq, tuner_algo_name(algo));
+        }
     }
     if (res != CCL_SUCCESS || ran) {
         /* the pair ran, or failed after its offer went out (broken below) */

@@ -131,16 +131,26 @@ out:
 #define COMM_STREAM_DEFAULT ((size_t)32 << 20)
 #define COMM_STREAM_HOST_TOTAL ((size_t)64 << 20)
 #define COMM_STREAM_COPIES_MIN ((size_t)8 << 20)
+/* The fused 2-rank allreduce (exec_pair.c) streams where its four buffers
+ * (both ranks' inputs and outputs) reach that host total, 16 MiB each;
+ * in place it never does (the outputs are the lines it just read: plain
+ * stores took 0.67-0.93x the time of streamed ones at 2-64 MiB). 2 ranks,
+ * perf/ab.sh -r 4, time streamed / plain, out of place: 0.66-0.67 at
+ * 16-64 MiB rotating over 64 MiB buffers, 0.92 at 16 MiB on 16 MiB
+ * buffers, but 1.5-1.9 at 1-8 MiB on buffers that fit the 32 MiB L3
+ * (perf/RESULTS.md, "Fused 2-rank allreduce"). */
+#define COMM_STREAM_PAIR_BUFFERS 4
 
 static void comm_stream_thresholds(struct ccl_comm *comm)
 {
     int64_t v = param_int(PARAM_STREAM_THRESHOLD);
     if (v >= 0) {
-        comm->stream_threshold = comm->stream_copies_from = (size_t)v;
+        comm->stream_threshold = comm->stream_copies_from = comm->stream_pair_from = (size_t)v;
         return;
     }
     size_t copies = COMM_STREAM_HOST_TOTAL / (size_t)(comm->nlocal > 0 ? comm->nlocal : 1);
     comm->stream_threshold = COMM_STREAM_DEFAULT;
+    comm->stream_pair_from = COMM_STREAM_HOST_TOTAL / COMM_STREAM_PAIR_BUFFERS;
     comm->stream_copies_from = copies < COMM_STREAM_COPIES_MIN ? COMM_STREAM_COPIES_MIN
                                : copies > COMM_STREAM_DEFAULT ? COMM_STREAM_DEFAULT
                                                               : copies;

@@ -82,6 +82,7 @@ struct ccl_comm {
     void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
     size_t stream_copies_from; /* ... and those of allgather and broadcast (comm_stream_thresholds) */
+    size_t stream_pair_from;   /* ... and the fused 2-rank allreduce's, out of place */
     size_t single_copy_from[SCHED_NUM_COLLS]; /* calls this large may go by reference (tuner_single_copy_bytes) */
     size_t eng_window;       /* CCL_ENGINE_WINDOW: rounds in flight (eng_job_t.window) */
     size_t net_zero_copy_threshold; /* calls this large send to other hosts from the user buffer */

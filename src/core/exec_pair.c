@@ -8,8 +8,9 @@
  * costs a second pass. Here each rank maps the peer's input and output,
  * reduces slices of the two inputs once and writes each result into both
  * outputs: every byte is read once and written where it is due, in one
- * pass (a scratch program on the 2-core VM: 64 MiB in 4.8-6.0 ms against
- * 6.2-7.9 for the two passes; perf/RESULTS.md has what ccl-perf gained).
+ * pass (a scratch program on the 2-core VM: 64 MiB in 5.0-6.0 ms against
+ * 7.3-7.9 for the two passes; perf/RESULTS.md, "Fused 2-rank allreduce",
+ * has what ccl-perf gained).
  *
  * Which rank reduces which slice is decided at run time (shm_pair.h):
  * rank 0 takes slices from the front, rank 1 from the back, so a rank
@@ -19,9 +20,10 @@
  * Each rank first posts an offer on its FIFO to the other: its buffers as
  * references, or that it cannot offer them (not ccl_mem_alloc memory, or
  * in and out buffers that overlap without being the same). Rank 0's slot
- * also carries the shared block. Both then say whether they could map the
- * other's buffers; unless both could, both consume the offers and run
- * another algorithm (coll.c), having written nothing.
+ * also carries the shared block. An offer without buffers settles it for
+ * both; otherwise both say whether they could map the other's buffers.
+ * Unless both could, both consume the offers and run another algorithm
+ * (coll.c), having written nothing.
  */
 #include "core/comm.h"
 #include "core/err.h"
@@ -32,23 +34,11 @@
 #include "transport/shm_help.h"
 #include "transport/shm_pair.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #define PAIR_MAGIC 0x63636c70u /* "cclp": not SHM_REF_MAGIC, so a peer in another call fails to read it */
-
-/* Out of place, results are streamed (non-temporal stores) from
- * CCL_STREAM_THRESHOLD but at most from this size. Whether streaming pays
- * depends on whether the outputs are in the cache, which the size alone
- * only hints at: a call's four buffers (both ranks' inputs and outputs)
- * of 8 MiB each fill this VM's 32 MiB L3. 2 ranks, perf/ab.sh -r 4,
- * 2026-12-05, time streamed / plain: 0.57-0.83 at 16-64 MiB with ccl-perf
- * rotating over 64 MiB buffers, 0.92 at 16 MiB on 16 MiB buffers; but
- * 1.5-1.9 at 2-8 MiB on 8 MiB buffers and 1.5 at 1 MiB on 1 MiB ones
- * (only with rotation over 64 MiB, out of the cache, did 1 MiB stream
- * faster, 0.74). In place the outputs are the lines just read: plain
- * stores hit the cache, and took 0.67-0.93x the time of streamed ones at
- * 2-64 MiB. */
-#define PAIR_STREAM_MAX ((size_t)16 << 20)
 
 /* What a rank posts first. */
 typedef struct {
@@ -71,20 +61,68 @@ static shm_pair_t *pair_block(void *slot)
 }
 
 /* Our offer: references to both buffers when they are registered and
- * either the same (in place) or apart. */
-static pair_offer_t pair_offer(const struct ccl_comm *comm, const coll_args_t *a, size_t total)
+ * either the same (in place) or apart; else *why says what is not. */
+static pair_offer_t pair_offer(const struct ccl_comm *comm, const coll_args_t *a, size_t total, const char **why)
 {
     pair_offer_t o = {.magic = PAIR_MAGIC, .count = a->count, .dtype = (int32_t)a->dtype, .op = (int32_t)a->kop};
     const char *s = a->sendbuf, *r = a->recvbuf;
-    int apart = s == r || s + total <= r || r + total <= s;
     mem_ref_t sref, rref;
-    if (apart && mem_find(s, total, &sref) && mem_find(r, total, &rref)) {
-        pid_t me = (pid_t)comm->bs.peers[comm->rank].pid;
-        o.send = shm_ref_make(me, &sref, s, s, total);
-        o.recv = shm_ref_make(me, &rref, r, r, total);
-        o.ready = 1;
-    }
+    *why = NULL;
+    if (s != r && s < r + total && r < s + total)
+        *why = "its send and receive buffers overlap without being the same";
+    else if (!mem_find(s, total, &sref) || !mem_find(r, total, &rref))
+        *why = "its buffers are not ccl_mem_alloc ones";
+    if (*why)
+        return o;
+    pid_t me = (pid_t)comm->bs.peers[comm->rank].pid;
+    o.send = shm_ref_make(me, &sref, s, s, total);
+    o.recv = shm_ref_make(me, &rref, r, r, total);
+    o.ready = 1;
     return o;
+}
+
+/* Why the pair did not run: at INFO once per process (a job whose buffers
+ * never qualify would otherwise lose the fused path without a word), at
+ * TRACE after that. */
+static void pair_log_decline(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pair_log_decline(int rank, const char *fmt, ...)
+{
+    static atomic_int said;
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (!atomic_exchange(&said, 1))
+        LOG_INFO(SUB_COLL, "rank %d: 2-rank fused allreduce declined (%s); another algorithm runs "
+                 "(said once per process; CCL_DEBUG=TRACE shows every call)", rank, why);
+    else
+        LOG_TRACE(SUB_COLL, "rank %d: 2-rank fused allreduce declined (%s)", rank, why);
+}
+
+/* Maps the peer's input (read) and output (write): 0 with the reason
+ * logged where it cannot. */
+static int pair_map(struct ccl_comm *comm, int peer, const pair_offer_t *theirs, size_t total, const void **peer_in,
+                    void **peer_out)
+{
+    pid_t ppid = (pid_t)comm->bs.peers[peer].pid;
+    if (theirs->send.pid != ppid || theirs->recv.pid != ppid || theirs->send.len != total ||
+        theirs->recv.len != total) {
+        pair_log_decline(comm->rank, "rank %d's offer names buffers of pid %d/%d, %llu/%llu bytes", peer,
+                         (int)theirs->send.pid, (int)theirs->recv.pid, (unsigned long long)theirs->send.len,
+                         (unsigned long long)theirs->recv.len);
+        return 0;
+    }
+    if (shm_peer_mapped(&comm->peer_maps, ppid, &theirs->send, peer_in) != CCL_SUCCESS ||
+        shm_peer_writable(&comm->peer_maps, ppid, &theirs->recv, peer_out) != CCL_SUCCESS) {
+        /* Refused mappings (a hardened /proc, another user's process)
+         * are a way to decline, not an error of the call. */
+        pair_log_decline(comm->rank, "cannot map rank %d's buffers: %s", peer,
+                         err_message()[0] ? err_message() : "refused");
+        err_clear();
+        return 0;
+    }
+    return 1;
 }
 
 /* One slice: a op b into both outputs, in one pass where the kernels can
@@ -144,14 +182,15 @@ ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *a, int *ra
     exec_wait_ctx_t ctx = {comm, peer, "exchange with", 0, 0};
     wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
     shm_pair_t *block = NULL;
-    int ready = 0, holding = 0; /* we said ready; we hold rank 0's slot (rank 1) */
+    int ready = 0, holding = 0; /* we said ready (may claim); we hold rank 0's slot (rank 1) */
     *ran = 0;
     if (comm->nranks != 2 || !sc->fifo || !rc->fifo || sc->via_net || rc->via_net)
-        return err_set(CCL_ERR_INTERNAL, "pair allreduce needs 2 ranks of one host (%d ranks)", comm->nranks);
+        CCL_FAIL(CCL_ERR_INTERNAL, "pair allreduce needs 2 ranks of one host (%d ranks)", comm->nranks);
     if (total == 0)
-        return CCL_SUCCESS;
+        goto out;
 
-    pair_offer_t mine = pair_offer(comm, a, total), theirs;
+    const char *why;
+    pair_offer_t mine = pair_offer(comm, a, total, &why), theirs;
     void *out;
     const void *in;
     CCL_TRY(shm_send_wait(sc, &pol, &out));
@@ -176,38 +215,43 @@ ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *a, int *ra
         block = pair_block((void *)in);
         holding = 1;
     }
+    /* An offer without buffers settles it: both ranks know. */
+    if (!mine.ready || !theirs.ready) {
+        if (why)
+            pair_log_decline(me, "this rank: %s", why);
+        else
+            pair_log_decline(me, "rank %d could not offer its buffers", peer);
+        goto out;
+    }
 
-    /* Both offered: map the peer's input (read) and output (write). */
     const void *peer_in = NULL;
     void *peer_out = NULL;
-    pid_t ppid = (pid_t)comm->bs.peers[peer].pid;
-    if (mine.ready && theirs.ready && theirs.send.pid == ppid && theirs.recv.pid == ppid &&
-        theirs.send.len == total && theirs.recv.len == total &&
-        shm_peer_mapped(&comm->peer_maps, ppid, &theirs.send, &peer_in) == CCL_SUCCESS &&
-        shm_peer_writable(&comm->peer_maps, ppid, &theirs.recv, &peer_out) == CCL_SUCCESS)
-        ready = 1;
-    else
-        err_clear(); /* a mapping refused is a way to decline, not an error */
-    shm_pair_decide(block, me, ready);
+    int mapped = pair_map(comm, peer, &theirs, total, &peer_in, &peer_out);
+    shm_pair_decide(block, me, mapped);
+    ready = mapped;
     shm_pair_side_t *other = &block->side[peer];
     uint32_t state;
     while ((state = atomic_load_explicit(&other->state, memory_order_acquire)) == SHM_PAIR_UNDECIDED)
         CCL_TRY(wait_change(&other->state, SHM_PAIR_UNDECIDED, &other->state_waiters, &pol));
-    if (!ready || state != SHM_PAIR_READY) {
-        LOG_TRACE(SUB_COLL, "pair allreduce: %s declined; another algorithm runs", ready ? "the peer" : "we");
+    if (!mapped || state != SHM_PAIR_READY) {
+        if (mapped)
+            pair_log_decline(me, "rank %d could not map this rank's buffers", peer);
         ready = 0; /* neither claims: nothing was written */
         goto out;
     }
 
     /* Inputs in rank order (rank 0's first) on both ranks. */
     const char *in0 = me == 0 ? a->sendbuf : peer_in, *in1 = me == 0 ? peer_in : a->sendbuf;
-    size_t stream_from = comm->stream_threshold < PAIR_STREAM_MAX ? comm->stream_threshold : PAIR_STREAM_MAX;
-    int stream = a->sendbuf != a->recvbuf && stream_from > 0 && total >= stream_from;
+    int stream = a->sendbuf != a->recvbuf && comm->stream_pair_from > 0 && total >= comm->stream_pair_from;
     uint32_t k;
     *ran = 1;
     while (shm_pair_claim(block, me, n, &k)) {
-        if (fault_armed && (res = fault_on_slice(comm)) != CCL_SUCCESS)
-            goto out;
+        if (fault_armed)
+            CCL_TRY(fault_on_slice(comm));
+        /* A peer whose call failed has returned, or soon will (after a
+         * bounded wait for our slices in flight): write nothing more. */
+        if (atomic_load_explicit(&other->done, memory_order_acquire) & SHM_PAIR_CLOSED)
+            CCL_FAIL(CCL_ERR_REMOTE, "rank %d stopped its share of the allreduce: its call failed", peer);
         size_t off = (size_t)k * slice, len = total - off < slice ? total - off : slice;
         pair_slice(comm, a, (char *)a->recvbuf + off, (char *)peer_out + off, in0 + off, in1 + off, len, stream);
         shm_pair_done(block, me);

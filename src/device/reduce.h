@@ -26,7 +26,10 @@ const char *dev_op_name(ccl_redop_t op);
 int dev_dtype_supported(ccl_datatype_t dtype);
 
 /* dst = a op b (elementwise, n elements); also into dst2 when not NULL.
- * dst may alias a or b exactly (in-place). dtype/op must be supported. */
+ * dst and dst2 may each alias a or b exactly (in place: the fused 2-rank
+ * allreduce writes dst2 over the peer's input when the peer is in place),
+ * as every kernel loads an element before it stores it. dtype/op must be
+ * supported. */
 void dev_reduce(ccl_datatype_t dtype, ccl_redop_t op, void *dst, void *dst2,
                 const void *a, const void *b, size_t n);
 /* dev_reduce with non-temporal stores into dst and dst2 (whichever has

@@ -17,7 +17,11 @@
  * every slice still unclaimed, so the other claims no more, and marks its
  * `done` closed, so the other fails instead of waiting for slices that
  * never come; then it waits for the other's slices in flight, so that
- * nothing writes into its buffers after it returns.
+ * nothing writes into its buffers after it returns: for a few seconds at
+ * most (core/exec_host.c, exec_wait_copier), as a peer stopped inside a
+ * slice longer than that cannot be told from a hung one. A side checks
+ * the other's closed mark after each claim, so at most the slice it is in
+ * when the other closes is written late.
  *
  * Layout: one cache line per word a side writes, so that the two sides do
  * not steal each other's lines between claims.
@@ -36,7 +40,7 @@ enum { SHM_PAIR_UNDECIDED = 0, SHM_PAIR_READY = 1, SHM_PAIR_DECLINED = 2 };
 
 typedef struct {
     alignas(64) _Atomic uint32_t state;  /* SHM_PAIR_*, written once */
-    _Atomic uint32_t state_waiters;
+    alignas(64) _Atomic uint32_t state_waiters;
     alignas(64) _Atomic uint32_t done;   /* slices finished, | SHM_PAIR_CLOSED */
     alignas(64) _Atomic uint32_t done_waiters;
 } shm_pair_side_t;

@@ -149,7 +149,7 @@ ccl_result_t shm_peer_writable(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *
 
 ccl_result_t shm_peer_mapped(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *ref, const void **data)
 {
-    void *p;
+    void *p = NULL;
     ccl_result_t res = peer_direct(c, pid, ref, 0, &p);
     *data = p;
     return res;

@@ -212,6 +212,60 @@ static void test_single_host_picks(void **state)
     assert_true(isfinite(tune_cost(&m1, SCHED_ALLREDUCE, ALGO_RING, MiB, 1)));
 }
 
+/* The fused 2-rank allreduce: one host, from the single-copy size, not
+ * grouped, allreduce only; where it applies it is the cheapest. */
+static void test_pair_picks(void **state)
+{
+    (void)state;
+    tune_model_t m2, m3, m22, m2off;
+    sched_layout_t lay;
+    tune_links_t l = links_default(1, 20);
+    l.single_copy_bytes = MiB;
+    assert_int_equal(tune_layout_blocked(2, 1, &lay), CCL_SUCCESS);
+    assert_int_equal(tune_model_init(&m2, &l, 2, &lay), CCL_SUCCESS);
+    tune_layout_free(&lay);
+    assert_int_equal(tune_layout_blocked(3, 1, &lay), CCL_SUCCESS);
+    assert_int_equal(tune_model_init(&m3, &l, 3, &lay), CCL_SUCCESS);
+    tune_layout_free(&lay);
+    tune_links_t ln = l;
+    ln.board_bytes = 0;
+    assert_int_equal(tune_layout_blocked(2, 2, &lay), CCL_SUCCESS);
+    assert_int_equal(tune_model_init(&m22, &ln, 2, &lay), CCL_SUCCESS);
+    tune_layout_free(&lay);
+    tune_links_t l0 = l;
+    l0.single_copy_bytes = 0; /* CCL_SINGLE_COPY_THRESHOLD=0 */
+    assert_int_equal(tune_layout_blocked(2, 1, &lay), CCL_SUCCESS);
+    assert_int_equal(tune_model_init(&m2off, &l0, 2, &lay), CCL_SUCCESS);
+    tune_layout_free(&lay);
+
+    assert_false(tune_applies(&m2, SCHED_ALLREDUCE, ALGO_PAIR, MiB - 4, 0));
+    assert_true(tune_applies(&m2, SCHED_ALLREDUCE, ALGO_PAIR, MiB, 0));
+    assert_false(tune_applies(&m2, SCHED_ALLREDUCE, ALGO_PAIR, MiB, 1)); /* grouped */
+    assert_false(tune_applies(&m3, SCHED_ALLREDUCE, ALGO_PAIR, MiB, 0));
+    assert_false(tune_applies(&m22, SCHED_ALLREDUCE, ALGO_PAIR, MiB, 0)); /* 2 nodes */
+    assert_false(tune_applies(&m2off, SCHED_ALLREDUCE, ALGO_PAIR, 64 * MiB, 0));
+    for (int c = 0; c < SCHED_NUM_COLLS; c++)
+        if (c != SCHED_ALLREDUCE)
+            assert_false(tune_applies(&m2, (sched_coll_t)c, ALGO_PAIR, 64 * MiB, 0));
+
+    assert_int_equal(pick(&m2, SCHED_ALLREDUCE, 512 * KiB), ALGO_DIRECT);
+    for (size_t size = MiB; size <= 1024 * MiB; size *= 4)
+        assert_int_equal(pick(&m2, SCHED_ALLREDUCE, size), ALGO_PAIR);
+    /* Grouped, or after both ranks declined (coll.c picks as a group). */
+    assert_int_equal(tune_pick(&m2, SCHED_ALLREDUCE, 8 * MiB, 1, TUNE_ALL, NULL, NULL), ALGO_DIRECT);
+    assert_int_equal(tune_pick(&m2, SCHED_ALLREDUCE, 64 * MiB, 1, TUNE_ALL, NULL, NULL), ALGO_RING);
+    assert_int_equal(pick(&m2off, SCHED_ALLREDUCE, 64 * MiB), ALGO_RING);
+    /* CCL_ALGO can take it away, or ask for it. */
+    assert_int_equal(tune_pick(&m2, SCHED_ALLREDUCE, 64 * MiB, 0, TUNE_ALL & ~TUNE_BIT(ALGO_PAIR), NULL, NULL),
+                     ALGO_RING);
+    unsigned al[SCHED_NUM_COLLS];
+    char bad[64];
+    assert_int_equal(tune_parse_algo("allreduce:^pair", al, bad, sizeof bad), 0);
+    assert_false(al[SCHED_ALLREDUCE] & TUNE_BIT(ALGO_PAIR));
+    assert_int_equal(tune_parse_algo("pair", al, bad, sizeof bad), 0);
+    assert_int_equal(tune_pick(&m2, SCHED_ALLREDUCE, 4 * MiB, 0, al[SCHED_ALLREDUCE], NULL, NULL), ALGO_PAIR);
+}
+
 static void test_multi_node_picks(void **state)
 {
     (void)state;
@@ -500,7 +554,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_shape),      cmocka_unit_test(test_applies),
-        cmocka_unit_test(test_single_host_picks), cmocka_unit_test(test_multi_node_picks),
+        cmocka_unit_test(test_single_host_picks),
+        cmocka_unit_test(test_pair_picks), cmocka_unit_test(test_multi_node_picks),
         cmocka_unit_test(test_shared_cores_picks),
         cmocka_unit_test(test_star_broadcast_picks),
         cmocka_unit_test(test_alltoall_oneshot_picks),
