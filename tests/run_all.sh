@@ -183,6 +183,9 @@ done
 # 2 ranks) where only even ranks' buffers are registered: both ranks
 # decline and run what a group would (direct, from 16 MiB the ring).
 run_variant "CCL_TEST_CCL_MEM=2 CCL_SINGLE_COPY_THRESHOLD=1K" test_allreduce 2 3
+# Single copy (the pair included) between ranks that are threads of one
+# process (ccl_comm_init_all), blocking and driven by one thread on streams.
+run_variant "CCL_TEST_CCL_MEM=1 CCL_SINGLE_COPY_THRESHOLD=1K" test_init_all
 # Whole-step references (a send buffer read in place by one reference per
 # step, a broadcast passing the root's on) need steps longer than a slot:
 # ccl_mem_alloc buffers, single copy from 1 KiB and 4 KiB slots (so 2053

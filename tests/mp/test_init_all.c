@@ -6,6 +6,8 @@
  * thread drives all ranks through host streams, NCCL's single-thread
  * multi-device pattern, which only works if each stream progresses on its
  * own. Results are checked against the serial reference, guards included.
+ * CCL_TEST_CCL_MEM=1: buffers from ccl_mem_alloc, so that single copy
+ * (and the fused 2-rank allreduce) runs between threads of one process.
  * A watchdog alarm turns a hang into a failure that names the case.
  */
 #ifndef _GNU_SOURCE
@@ -26,6 +28,7 @@
 #define TIMEOUT_S 120
 
 static uint64_t base_seed;
+static int use_ccl_mem; /* CCL_TEST_CCL_MEM=1: ccl_mem_alloc buffers (single copy between threads too) */
 static int failures;
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
 /* What is running now, for the watchdog (written before each step). */
@@ -121,7 +124,7 @@ static void *rank_thread(void *p)
         tst_bufs_t b;
         tst_case_str(&c, a->nranks, what, sizeof(what));
         snprintf(current[a->rank], sizeof(current[a->rank]), "rank %d: %s", a->rank, what);
-        tst_case_prepare(&c, a->rank, a->nranks, &b, 0);
+        tst_case_prepare(&c, a->rank, a->nranks, &b, use_ccl_mem);
         ccl_result_t rc = tst_case_issue(&c, &b, a->comm, NULL);
         if (rc != CCL_SUCCESS) {
             /* The other ranks would wait for this one forever: stop here. */
@@ -192,7 +195,7 @@ static void run_nranks(int n)
         tst_case_str(&c, n, what, sizeof(what));
         snprintf(current[MAXR], sizeof(current[MAXR]), "single thread, streams: %s", what);
         for (int r = 0; r < n; r++) {
-            tst_case_prepare(&c, r, n, &b[r], 0);
+            tst_case_prepare(&c, r, n, &b[r], use_ccl_mem);
             check_rc(tst_case_issue(&c, &b[r], comms[r], streams[r]), comms[r], what);
         }
         for (int r = 0; r < n; r++)
@@ -218,7 +221,9 @@ int main(void)
 {
     static const int nranks[] = {1, 2, 3, 4, 5, 8};
     base_seed = (uint64_t)tst_env_long("CCL_TEST_SEED", 12345);
-    printf("test_init_all: seed %llu\n", (unsigned long long)base_seed);
+    use_ccl_mem = (int)tst_env_long("CCL_TEST_CCL_MEM", 0);
+    printf("test_init_all: seed %llu%s\n", (unsigned long long)base_seed,
+           use_ccl_mem ? ", ccl_mem_alloc buffers" : "");
     signal(SIGALRM, on_alarm);
     alarm((unsigned)tst_timeout(TIMEOUT_S));
     for (size_t k = 0; k < sizeof(nranks) / sizeof(nranks[0]); k++)
