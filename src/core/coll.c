@@ -134,13 +134,14 @@ static ccl_result_t coll_run_one(coll_args_t *a)
                       (unsigned long long)seq, tuner_algo_name(algo));
         }
     }
-    if (res != CCL_SUCCESS || ran) {
-        /* the pair ran, or failed after its offer went out (broken below) */
-    } else if (algo == ALGO_ONESHOT) {
-        res = exec_host_oneshot(comm, a);
-    } else {
-        CCL_TRY(coll_schedule(comm, a, algo, &comm->sched));
-        res = exec_host_run(&job, 1, &failed);
+    /* Unless the pair ran, or failed after its offer went out (broken below). */
+    if (res == CCL_SUCCESS && !ran) {
+        if (algo == ALGO_ONESHOT) {
+            res = exec_host_oneshot(comm, a);
+        } else {
+            CCL_TRY(coll_schedule(comm, a, algo, &comm->sched));
+            res = exec_host_run(&job, 1, &failed);
+        }
     }
     if (fault_armed)
         fault_run_done(comm);
