@@ -126,7 +126,7 @@ typedef struct {
 static ccl_result_t bs_check_prev(const void *frame, size_t len, const char *from, void *arg)
 {
     const bs_prev_want_t *w = arg;
-    bs_hello_t h;
+    bs_hello_t h = {0}; /* set by a successful parse (zeroed for GCC under LTO) */
     ccl_result_t res = bs_hello_parse(frame, len, w->bs->secret, from, &h);
     if (res != CCL_SUCCESS)
         return res;

@@ -79,7 +79,7 @@ static void root_unregister(root_state_t *st, int rank, const char *why)
 static ccl_result_t root_check(const void *frame, size_t len, const char *from, void *arg)
 {
     root_state_t *st = arg;
-    bs_hello_t h;
+    bs_hello_t h = {0}; /* set by a successful parse (zeroed for GCC under LTO) */
     ccl_result_t res = bs_hello_parse(frame, len, st->secret, from, &h);
     if (res != CCL_SUCCESS)
         return res;

@@ -93,7 +93,7 @@ typedef struct {
  * latency; defaults when there is none. */
 static void tuner_net_from_topo(const topo_t *topo, int local_rank, int nlocal, double *gbps, double *lat)
 {
-    topo_affinity_t aff;
+    topo_affinity_t aff = {.nic = -1};
     *gbps = TUNER_NET_GBPS_DEFAULT;
     *lat = TUNER_NET_LAT_DEFAULT;
     if (topo_rank_affinity(topo, local_rank, nlocal, 0, &aff) != CCL_SUCCESS || aff.nic < 0) {

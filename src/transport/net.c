@@ -643,7 +643,7 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
                 continue;
             }
             moved++;
-            net_hello_t h;
+            net_hello_t h = {0}; /* set by a successful parse (zeroed for GCC under LTO) */
             net_conn_t *c = NULL;
             if (tres != CCL_SUCCESS)
                 LOG_WARN(SUB_NET, "%s: its hello failed: %s", from, err_message());
