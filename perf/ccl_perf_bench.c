@@ -168,13 +168,17 @@ static void print_result(struct perf_ctx *x, double sec, double algbw, double bu
 {
     double us = sec * 1e6;
     char time_s[32], wrong_s[24];
-    /* nccl-tests' precision steps keep the column 7 wide. */
+    /* nccl-tests' precision steps keep the column 7 wide; below 1 us one
+     * digit more, since small calls take 0.05-0.2 us on these machines and
+     * two decimals rounded them by up to 10% (mpi-bench does the same). */
     if (us >= 10000.0)
         snprintf(time_s, sizeof(time_s), "%7.0f", us);
     else if (us >= 100.0)
         snprintf(time_s, sizeof(time_s), "%7.1f", us);
-    else
+    else if (us >= 1.0)
         snprintf(time_s, sizeof(time_s), "%7.2f", us);
+    else
+        snprintf(time_s, sizeof(time_s), "%7.3f", us);
     if (wrong < 0)
         snprintf(wrong_s, sizeof(wrong_s), "N/A");
     else

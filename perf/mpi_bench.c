@@ -416,7 +416,8 @@ static void print_cell(double sec, double algbw, double busbw, int64_t wrong)
     char t[32];
     if (us >= 10000.0) snprintf(t, sizeof t, "%7.0f", us);
     else if (us >= 100.0) snprintf(t, sizeof t, "%7.1f", us);
-    else snprintf(t, sizeof t, "%7.2f", us);
+    else if (us >= 1.0) snprintf(t, sizeof t, "%7.2f", us);
+    else snprintf(t, sizeof t, "%7.3f", us); /* as ccl-perf: small calls need the third digit */
     if (wrong < 0) printf("  %7s  %6.2f  %6.2f  %5s", t, algbw, busbw, "N/A");
     else printf("  %7s  %6.2f  %6.2f  %5g", t, algbw, busbw, (double)wrong);
 }

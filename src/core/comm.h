@@ -355,7 +355,20 @@ ccl_result_t tuner_init(struct ccl_comm *comm);
  * board are left 0. ccl-info --explain shows local rank 0's. */
 void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kernel_ranks, int nnodes,
                        tune_links_t *out);
-algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
+/* The algorithm for a call: what the tuner picked for the comm's last call
+ * of coll when it had this size (the memo, inline: it is on every call's
+ * path), else tuner_pick_model. Under the comm's exec_lock. */
+algo_t tuner_pick_model(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
+static inline algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped)
+{
+    if (coll != SCHED_P2P_SEND && coll != SCHED_P2P_RECV) {
+        size_t size = coll == SCHED_ALLGATHER || coll == SCHED_GATHER ? bytes * (size_t)comm->nranks : bytes;
+        const tuner_last_t *last = &comm->tune_last[coll];
+        if (last->algo >= 0 && last->size == size && last->grouped == grouped)
+            return (algo_t)last->algo;
+    }
+    return tuner_pick_model(comm, coll, bytes, grouped);
+}
 /* From how many bytes per rank a call of coll reads local peers' registered
  * buffers in place: CCL_SINGLE_COPY_THRESHOLD as the ranks agreed, or
  * where that is automatic, the figure for this collective; 0: never. */

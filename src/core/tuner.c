@@ -267,7 +267,7 @@ out:
     return res;
 }
 
-algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped)
+algo_t tuner_pick_model(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped)
 {
     /* bytes: what the largest rank puts on the board (exec_board_bytes),
      * the same on every rank; the model wants nccl-tests' size, which for
@@ -276,13 +276,9 @@ algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, 
         return ALGO_PAIRWISE;
     size_t size = coll == SCHED_ALLGATHER || coll == SCHED_GATHER ? bytes * (size_t)comm->nranks : bytes;
     /* Calls run under the comm's exec_lock, so the one-entry memo per
-     * collective needs no atomics (tune_last is the comm's scratch). */
+     * collective (tuner_pick reads it) needs no atomics (tune_last is the
+     * comm's scratch). A memo hit is not logged: it is every call's path. */
     tuner_last_t *last = (tuner_last_t *)&comm->tune_last[coll];
-    if (last->algo >= 0 && last->size == size && last->grouped == grouped) {
-        LOG_TRACE(SUB_TUNING, "%s %zu bytes%s: %s, as the last call", sched_coll_name(coll), size,
-                  grouped ? " (grouped)" : "", tune_algo_name((algo_t)last->algo));
-        return (algo_t)last->algo;
-    }
     unsigned allowed = comm->algo_allowed[coll];
     double cost;
     tune_why_t why;

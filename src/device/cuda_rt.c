@@ -6,7 +6,7 @@
  * libccl needs no CUDA install, only the driver, and only once device
  * buffers are used. Nothing here initialises CUDA for a host-only user:
  * dev_cuda_loaded() asks the dynamic loader whether libcuda is mapped,
- * at most once per tick of the coarse monotonic clock (see there); without
+ * at most once per tick of the TSC or coarse clock (see there); without
  * the driver no pointer can be device memory, so host collectives never
  * reach cudaGetDeviceCount or cudaPointerGetAttributes.
  *
@@ -47,42 +47,41 @@ static int dev_scan_libcuda(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-int dev_cuda_loaded(void)
+int dev_cuda_loaded_flag;
+uint64_t dev_cuda_seen_tick = UINT64_MAX;
+
+/* dev_cuda_loaded's look, at most once per tick of dev_cuda_tick. */
+int dev_cuda_loaded_scan(void)
 {
     /* Once loaded, the driver stays (it is never unloaded in practice).
      * While it is absent, even the loader's counter costs a lock and a walk
      * of the loaded objects (~170 instructions, an eighth of a small
-     * host collective), so it is read at most once per tick of the coarse
-     * clock (1-4 ms). That cannot miss a device pointer: if a look in this
-     * tick found no driver, a pointer held now would have to come from a
-     * driver loaded, initialised and asked for memory within one tick,
-     * and that takes tens of milliseconds or more. (The mock driver of
-     * tests/mock_cuda waits out two ticks in its initialisation to keep
-     * that true.) The whole list is scanned again only when the loader has
-     * loaded something since the last scan. */
-    static int loaded;
+     * host collective), so it is read at most once per tick (under 1 ms;
+     * the coarse clock's 1-4 ms where there is no TSC). That cannot miss
+     * a device pointer: if a look in this tick found no driver, a pointer
+     * held now would have to come from a driver loaded, initialised and
+     * asked for memory within one tick, and that takes tens of
+     * milliseconds or more. (The mock driver of tests/mock_cuda waits out
+     * two ticks of the coarse clock, at least 2 ms, in its initialisation
+     * to keep that true.) The whole list is scanned again only when the
+     * loader has loaded something since the last scan. */
     static unsigned long long seen_adds = ~0ull;
-    static long long seen_tick = -1;
-    if (__atomic_load_n(&loaded, __ATOMIC_RELAXED))
+    if (__atomic_load_n(&dev_cuda_loaded_flag, __ATOMIC_RELAXED))
         return 1;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    long long tick = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-    if (tick == __atomic_load_n(&seen_tick, __ATOMIC_RELAXED))
-        return 0;
+    uint64_t tick = dev_cuda_tick();
     dev_scan_t scan = {0, 0};
     dl_iterate_phdr(dev_scan_first, &scan);
     if (scan.adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED)) {
-        __atomic_store_n(&seen_tick, tick, __ATOMIC_RELAXED);
+        __atomic_store_n(&dev_cuda_seen_tick, tick, __ATOMIC_RELAXED);
         return 0;
     }
     unsigned long long adds = scan.adds;
     dl_iterate_phdr(dev_scan_libcuda, &scan);
     if (scan.found)
-        __atomic_store_n(&loaded, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(&dev_cuda_loaded_flag, 1, __ATOMIC_RELAXED);
     else {
         __atomic_store_n(&seen_adds, adds, __ATOMIC_RELAXED);
-        __atomic_store_n(&seen_tick, tick, __ATOMIC_RELAXED);
+        __atomic_store_n(&dev_cuda_seen_tick, tick, __ATOMIC_RELAXED);
     }
     return scan.found;
 }

@@ -21,12 +21,37 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* 1 when this library was compiled with CUDA. */
 int dev_cuda_built(void);
 /* 1 when libcuda (the driver) is loaded in this process: cheap, and until
- * then no pointer is device memory. Initialises nothing. */
-int dev_cuda_loaded(void);
+ * then no pointer is device memory. Initialises nothing. Every host call
+ * asks, so the common answer is inline: "loaded", or "not loaded, and
+ * already looked in this tick" (cuda_rt.c says why a tick is safe). */
+int dev_cuda_loaded_scan(void);
+extern int dev_cuda_loaded_flag;
+extern uint64_t dev_cuda_seen_tick;
+static inline uint64_t dev_cuda_tick(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    /* 2^20 TSC cycles: under a millisecond at any TSC rate above 1.05 GHz,
+     * for a few instructions where the coarse clock cost ~50. */
+    return __builtin_ia32_rdtsc() >> 20;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+static inline int dev_cuda_loaded(void)
+{
+    if (__atomic_load_n(&dev_cuda_loaded_flag, __ATOMIC_RELAXED))
+        return 1;
+    if (dev_cuda_tick() == __atomic_load_n(&dev_cuda_seen_tick, __ATOMIC_RELAXED))
+        return 0;
+    return dev_cuda_loaded_scan();
+}
 /* 1 when CUDA runs here (driver and at least one GPU). The first call
  * initialises ccl's CUDA runtime; the answer is kept. When 0 and why is not
  * NULL, *why says what is missing ("no CUDA driver: ...", "no GPU: ...",
