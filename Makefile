@@ -75,7 +75,9 @@ VERSION := 0.1.0
 # it; tests and tools link the plain code (NO_LTO), as a non-LTO static
 # user would: an LTO link of the whole library per test binary would
 # multiply the build time by six.
-LTO ?= $(if $(SANITIZE),0,1)
+# GCC only: its fat objects are what lets libccl.a link without LTO too.
+CC_IS_GCC := $(shell $(CC) -v 2>&1 | grep -q '^gcc version' && echo 1)
+LTO ?= $(if $(SANITIZE),0,$(if $(CC_IS_GCC),1,0))
 ifeq ($(LTO),1)
 LTO_FLAGS := -flto=auto -ffat-lto-objects
 NO_LTO    := -fno-lto
