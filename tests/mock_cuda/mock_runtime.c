@@ -69,9 +69,11 @@ static void mock_init_once(void)
     /* Kept loaded for the life of the process, as the real driver is. */
     void *driver = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     /* A real driver takes tens of milliseconds or more to initialise, and
-     * ccl relies on it: it looks for the driver at most once per tick of
-     * the coarse clock (dev_cuda_loaded). Two ticks here keep the mock as
-     * slow as that, however fast a test asks for memory next. */
+     * ccl relies on it: it looks for the driver at most once per tick
+     * (dev_cuda_tick: 2^20 TSC cycles, under 1 ms, on x86; the coarse
+     * clock's 1-4 ms elsewhere). Two coarse-clock ticks here (at least
+     * 2 ms) keep the mock slower than either, however fast a test asks
+     * for memory next. */
     struct timespec tick;
     if (driver && clock_getres(CLOCK_MONOTONIC_COARSE, &tick) == 0) {
         tick.tv_sec *= 2;
