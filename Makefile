@@ -412,6 +412,11 @@ run-tests:
 soak: tests
 	CCL_TEST_CYCLES=$${CCL_TEST_CYCLES:-1000} $(BUILD)/tests/mp/test_cycles
 
+# The installed libccl.a loses its LTO bytecode (as Debian's packaging
+# strips it): a -flto link with another GCC version would refuse the
+# archive, and its plain code is the same library. libccl.so keeps what
+# LTO made of it, and the build tree's libccl.a keeps both for ccl-perf.
+LTO_STRIP := --remove-section='.gnu.lto_*' --remove-section='.gnu.debuglto_*' -N __gnu_lto_v1 -N __gnu_lto_slim
 install: lib perf $(BUILD)/bin/ccl-info
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 0644 include/ccl.h include/ccl_net.h $(DESTDIR)$(PREFIX)/include/
@@ -419,6 +424,7 @@ install: lib perf $(BUILD)/bin/ccl-info
 	ln -sf libccl.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libccl.so.$(SOMAJOR)
 	ln -sf libccl.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libccl.so
 	install -m 0644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	$(if $(LTO_FLAGS),strip $(LTO_STRIP) $(DESTDIR)$(PREFIX)/lib/libccl.a)
 	install -m 0755 $(PERF_BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/bin/ccl-info $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CUDA_LIBS@|$(if $(CUDA_LIBS), $(CUDA_LIBS))|' ccl.pc.in \

@@ -11,7 +11,8 @@
 #     libccl.so.0, loads it from PREFIX/lib (LD_LIBRARY_PATH), and runs a
 #     2-rank allreduce (ccl_comm_init_all, host streams) correctly;
 #   - the same program linked against libccl.a plus Libs.private has no
-#     libccl dependency and runs too;
+#     libccl dependency and runs too, and the archive holds no LTO bytecode
+#     (make install strips it: another GCC's -flto link would refuse it);
 #   - ccl.h compiles as C++, when a C++ compiler exists.
 # Prints one line per check; exits non-zero at the first failure.
 #
@@ -143,7 +144,7 @@ run_prog() {
 # Shared: exactly what the README tells users to do.
 "$CC" -o "$WORK/prog_shared" "$WORK/prog.c" "${cflags[@]}" "${libs[@]}" ||
     die "cc \$(pkg-config --cflags --libs ccl) failed"
-readelf -d "$WORK/prog_shared" | grep -q 'NEEDED.*\[libccl\.so\.0\]' ||
+readelf -d "$WORK/prog_shared" | grep 'NEEDED.*\[libccl\.so\.0\]' >/dev/null ||
     die "program built with pkg-config does not need libccl.so.0"
 resolved=$(LD_LIBRARY_PATH=$LIBDIR ldd "$WORK/prog_shared" | awk '$1 == "libccl.so.0" { print $3 }')
 [[ $(readlink -f "$resolved") == $(readlink -f "$LIBDIR/libccl.so.0") ]] ||
@@ -152,9 +153,14 @@ run_prog "$WORK/prog_shared" "shared" LD_LIBRARY_PATH="$LIBDIR"
 ok "shared: links with pkg-config, loads $LIBDIR/libccl.so.0, 2-rank allreduce correct"
 
 # Static: the archive plus Libs.private, no libccl.so anywhere.
+# grep reads all of readelf's output (no -q): under pipefail an early exit
+# would fail the pipeline with SIGPIPE and hide the match.
+if readelf -S -W "$LIBDIR/libccl.a" | grep '\.gnu\.lto_' >/dev/null; then
+    die "libccl.a still holds LTO bytecode (.gnu.lto_* sections): make install should strip it"
+fi
 "$CC" -o "$WORK/prog_static" "$WORK/prog.c" "${cflags[@]}" "$LIBDIR/libccl.a" "${private[@]}" ||
     die "linking against libccl.a with Libs.private (${private[*]}) failed"
-if readelf -d "$WORK/prog_static" | grep -q 'NEEDED.*libccl'; then
+if readelf -d "$WORK/prog_static" | grep 'NEEDED.*libccl' >/dev/null; then
     die "statically linked program still needs libccl"
 fi
 run_prog "$WORK/prog_static" "static"
