@@ -357,17 +357,21 @@ void tuner_links_local(const topo_t *topo, int local_rank, int nlocal, int kerne
                        tune_links_t *out);
 /* The algorithm for a call: what the tuner picked for the comm's last call
  * of coll when it had this size (the memo, inline: it is on every call's
- * path), else tuner_pick_model. Under the comm's exec_lock. */
-algo_t tuner_pick_model(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped);
+ * path), else the model's pick for `size` (tuner_pick_model, which updates
+ * the memo). bytes: what the largest rank puts on the board
+ * (exec_board_bytes), the same on every rank; the model wants nccl-tests'
+ * size, which for allgather and gather is every rank's block. Under the
+ * comm's exec_lock. */
+algo_t tuner_pick_model(const struct ccl_comm *comm, sched_coll_t coll, size_t size, int grouped);
 static inline algo_t tuner_pick(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped)
 {
-    if (coll != SCHED_P2P_SEND && coll != SCHED_P2P_RECV) {
-        size_t size = coll == SCHED_ALLGATHER || coll == SCHED_GATHER ? bytes * (size_t)comm->nranks : bytes;
-        const tuner_last_t *last = &comm->tune_last[coll];
-        if (last->algo >= 0 && last->size == size && last->grouped == grouped)
-            return (algo_t)last->algo;
-    }
-    return tuner_pick_model(comm, coll, bytes, grouped);
+    if (coll == SCHED_P2P_SEND || coll == SCHED_P2P_RECV)
+        return ALGO_PAIRWISE;
+    size_t size = coll == SCHED_ALLGATHER || coll == SCHED_GATHER ? bytes * (size_t)comm->nranks : bytes;
+    const tuner_last_t *last = &comm->tune_last[coll];
+    if (last->algo >= 0 && last->size == size && last->grouped == grouped)
+        return (algo_t)last->algo;
+    return tuner_pick_model(comm, coll, size, grouped);
 }
 /* From how many bytes per rank a call of coll reads local peers' registered
  * buffers in place: CCL_SINGLE_COPY_THRESHOLD as the ranks agreed, or

@@ -267,14 +267,8 @@ out:
     return res;
 }
 
-algo_t tuner_pick_model(const struct ccl_comm *comm, sched_coll_t coll, size_t bytes, int grouped)
+algo_t tuner_pick_model(const struct ccl_comm *comm, sched_coll_t coll, size_t size, int grouped)
 {
-    /* bytes: what the largest rank puts on the board (exec_board_bytes),
-     * the same on every rank; the model wants nccl-tests' size, which for
-     * allgather and gather is every rank's block. */
-    if (coll == SCHED_P2P_SEND || coll == SCHED_P2P_RECV)
-        return ALGO_PAIRWISE;
-    size_t size = coll == SCHED_ALLGATHER || coll == SCHED_GATHER ? bytes * (size_t)comm->nranks : bytes;
     /* Calls run under the comm's exec_lock, so the one-entry memo per
      * collective (tuner_pick reads it) needs no atomics (tune_last is the
      * comm's scratch). A memo hit is not logged: it is every call's path. */
