@@ -236,7 +236,7 @@ $(LIB_A): $(LIB_OBJ)
 # Binaries link the static library so they run from the build tree without
 # LD_LIBRARY_PATH; installed users link either.
 perf: $(PERF_BIN)
-$(PERF_BIN): $(PERF_SRC) $(wildcard perf/ccl_perf*.h) $(LIB_A) include/ccl.h src/core/params.def
+$(PERF_BIN): $(PERF_SRC) $(wildcard perf/ccl_perf*.h) $(LIB_A) include/ccl.h src/base/params.def
 	@mkdir -p $(dir $@)
 	$(PERF_CC) $(PERF_CFLAGS) $(LDFLAGS_SAN) -o $@ $(PERF_SRC) $(LIB_A) $(LDLIBS)
 
@@ -341,7 +341,7 @@ FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/bin/%)
 # The parsers live in these layers; the rest of the library is not needed
 # (an undefined symbol at link time means a parser grew a new dependency).
 FUZZ_LIB_SRC := $(sort $(wildcard src/bootstrap/*.c src/transport/*.c)) \
-                $(addprefix src/core/,err.c log.c param.c wait.c)
+                $(addprefix src/base/,err.c log.c param.c wait.c)
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := $(filter-out -O3 -fsanitize=% $(LTO_FLAGS),$(CFLAGS)) -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link

@@ -79,14 +79,14 @@ static void usage(FILE *f, const char *prog)
             prog, perf_coll_supported());
 }
 
-/* The library's one table of CCL_* variables (src/core/params.def), so this
+/* The library's one table of CCL_* variables (src/base/params.def), so this
  * list cannot drift from what the library reads. */
 static void usage_env(void)
 {
     printf("CCL_* environment variables read by ccl (default in brackets):\n");
 #define CCL_PARAM(name, kind, def, doc) \
     printf("  %-28s %-7s %s\n", "CCL_" #name, "[" def "]", doc);
-#include "core/params.def"
+#include "base/params.def"
 #undef CCL_PARAM
 }
 

@@ -29,9 +29,10 @@
  */
 #include "bench_size.h"
 #include "bootstrap/socket.h"
-#include "core/err.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/param.h"
+#include "base/wait.h"
 #include "transport/net_plugin.h"
 #include "transport/net_socket.h"
 
@@ -91,7 +92,7 @@ static void nb_die(const char *what)
             nb_die(what);                  \
     } while (0)
 
-static uint64_t nb_deadline(void) { return wait_now_ns() + NB_TIMEOUT_NS; }
+static uint64_t nb_deadline(void) { return clock_now_ns() + NB_TIMEOUT_NS; }
 
 /* Microseconds a waiting side sleeps between tests once spinning and
  * yielding did not help (-S); 0 never sleeps. */
@@ -112,7 +113,7 @@ static void nb_wait(const ccl_net_v1_t *n, void *req)
             sched_yield();
         else
             usleep(nb_sleep_us);
-        if ((tries & 255) == 255 && wait_now_ns() > deadline)
+        if ((tries & 255) == 255 && clock_now_ns() > deadline)
             nb_die("timed out waiting for a request");
     }
 }
@@ -136,7 +137,7 @@ static void nb_plugin_round(nb_side_t *s, int is_send, size_t size, uint64_t tot
                                           : n->irecv(s->comm, 1, (void **)&b, &size, &tag, NULL, r);
                 if (rc != CCL_SUCCESS)
                     nb_die(is_send ? "isend" : "irecv");
-                if (!*r && wait_now_ns() > deadline)
+                if (!*r && clock_now_ns() > deadline)
                     nb_die("the plugin took no request for too long");
             }
             posted++;
@@ -190,13 +191,13 @@ static void nb_client_round(nb_side_t *s, int kind, size_t size, const nb_config
     double server_cpu = 0;
     NB_CHECK(sock_send_all(s->ctl, &go, 1, nb_deadline()), "control");
     double c0 = nb_cpu_s();
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     if (kind == 0)
         nb_plugin_round(s, 1, size, cfg->total, (int)cfg->window);
     else
         nb_tcp_round(s, 1, size, cfg->total, (int)cfg->window);
     NB_CHECK(sock_recv_all(s->ctl, &server_cpu, sizeof server_cpu, nb_deadline()), "control");
-    uint64_t t1 = wait_now_ns();
+    uint64_t t1 = clock_now_ns();
     *gbs = (double)cfg->total / (double)(t1 - t0);
     *cpu = (nb_cpu_s() - c0 + server_cpu) / ((double)cfg->total / 1e9);
 }
@@ -239,7 +240,7 @@ static void nb_server(int lfd)
 {
     nb_side_t s = {.ctl = -1, .tcp = -1};
     nb_config_t cfg;
-    NB_CHECK(sock_accept(lfd, wait_now_ns() + 3600ull * 1000000000ull, &s.ctl), "waiting for the client");
+    NB_CHECK(sock_accept(lfd, clock_now_ns() + 3600ull * 1000000000ull, &s.ctl), "waiting for the client");
     NB_CHECK(sock_recv_all(s.ctl, &cfg, sizeof cfg, nb_deadline()), "control");
     cfg.plugin[sizeof cfg.plugin - 1] = '\0';
     nb_sleep_us = cfg.sleep_us;
@@ -260,7 +261,7 @@ static void nb_server(int lfd)
     uint64_t deadline = nb_deadline();
     while (!s.comm) {
         NB_CHECK(n->accept(s.listen, &s.comm), "accept");
-        if (!s.comm && wait_now_ns() > deadline)
+        if (!s.comm && clock_now_ns() > deadline)
             nb_die("no connection from the client");
     }
     NB_CHECK(sock_accept(tl, nb_deadline(), &s.tcp), "accept (tcp)");
@@ -269,7 +270,7 @@ static void nb_server(int lfd)
     /* One byte per round names it: 0 plugin, 1 tcp, 2 done. */
     for (;;) {
         char kind = 2, size_idx = 0;
-        NB_CHECK(sock_recv_all(s.ctl, &size_idx, 1, wait_now_ns() + 3600ull * 1000000000ull), "control");
+        NB_CHECK(sock_recv_all(s.ctl, &size_idx, 1, clock_now_ns() + 3600ull * 1000000000ull), "control");
         if (size_idx < 0 || (uint32_t)size_idx >= cfg.nsizes)
             break;
         NB_CHECK(sock_recv_all(s.ctl, &kind, 1, nb_deadline()), "control");
@@ -302,7 +303,7 @@ static void nb_client(const sock_addr_t *server, nb_config_t *cfg)
     uint64_t deadline = nb_deadline();
     while (!s.comm) {
         NB_CHECK(n->connect(0, 1, setup.handle, &s.comm), "connect");
-        if (!s.comm && wait_now_ns() > deadline)
+        if (!s.comm && clock_now_ns() > deadline)
             nb_die("connect did not complete");
     }
     NB_CHECK(sock_connect(&setup.tcp, nb_deadline(), &s.tcp), "connect (tcp)");

@@ -144,7 +144,7 @@ run_dir mp
 # crosses many slots and wraps the FIFO counters, and once on ccl_mem_alloc
 # buffers with single copy and non-temporal stores from 1 KiB, so that the
 # reference path sees every dtype, op, placement and algorithm. (CCL_*
-# variables are rows of src/core/params.def; CCL_TEST_* belong to the tests.)
+# variables are rows of src/base/params.def; CCL_TEST_* belong to the tests.)
 # test_colls (every other collective) runs its variants on two rank counts
 # only, to keep the suite's time in bounds; its default run has them all.
 # (CCL_TEST_* variables belong to the tests: see tests/common/test_coll.h.)

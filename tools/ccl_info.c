@@ -18,9 +18,9 @@
  * library works from.
  */
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/mem.h"
-#include "core/param.h"
+#include "base/err.h"
+#include "base/mem.h"
+#include "base/param.h"
 #include "topo/cpus.h"
 #include "topo/hugepages.h"
 #include "topo/topo.h"
@@ -220,7 +220,7 @@ static int parse_num(const char *opt, const char *text, double *out)
 
 /* Whether a ccl_mem_alloc buffer of one huge page is mapped huge, as this
  * process's smaps says: the outcome, whatever decided it (shmem_enabled,
- * or the collapse core/mem.c asks for). 1 yes, 0 no, -1 unknown (no
+ * or the collapse base/mem.c asks for). 1 yes, 0 no, -1 unknown (no
  * buffer, or no smaps to read). */
 static int info_mem_alloc_is_huge(void)
 {

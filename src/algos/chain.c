@@ -13,7 +13,7 @@
  * messages (where the n-1 hops would dominate) take the one-shot board.
  */
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 static int chain_mod(int a, int n) { return ((a % n) + n) % n; }
 

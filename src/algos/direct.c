@@ -9,7 +9,7 @@
  * twice the ring's traffic, so the tuner keeps it for small messages.
  */
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out)
 {

@@ -2,7 +2,7 @@
  * engine.c - which slice runs next (rules in engine.h).
  */
 #include "algos/engine.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@
  * one order on both ends (see engine.h).
  */
 #include "algos/hier.h"
-#include "core/err.h"
+#include "base/err.h"
 
 int hier_rails(const sched_layout_t *lay)
 {

@@ -64,7 +64,7 @@
  * over the nodes; one node, the flat ring and chain in local rank order.
  */
 #include "algos/hier.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <stdlib.h>
 

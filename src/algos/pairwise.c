@@ -11,7 +11,7 @@
  * at every position each rank feeds the peer that is about to read.
  */
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 static int pw_mod(int a, int n) { return ((a % n) + n) % n; }
 

@@ -12,7 +12,7 @@
  * every ccl operator (each is commutative).
  */
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out)
 {

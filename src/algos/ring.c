@@ -21,7 +21,7 @@
  * starts as soon as the first slice of step s arrives.
  */
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 static int ring_mod(int a, int n) { return ((a % n) + n) % n; }
 

@@ -2,7 +2,7 @@
  * schedule.c - the schedule container and helpers shared by all algorithms.
  */
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <stdlib.h>
 

@@ -23,7 +23,7 @@
  *   down: RECV the final half from the parent and forward it to the children.
  */
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 /* Parent position of position i (1-based) in a tree over 1..n; 0 at the root. */
 static int tree_parent(int i, int n)

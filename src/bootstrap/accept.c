@@ -5,8 +5,9 @@
  * delays the real peers.
  */
 #include "bootstrap/accept.h"
-#include "core/err.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/wait.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -161,7 +162,7 @@ ccl_result_t bs_acceptor_next(bs_acceptor_t *a, bs_frame_check_fn check, void *a
 {
     *fd = -1;
     for (;;) {
-        uint64_t now = wait_now_ns();
+        uint64_t now = clock_now_ns();
         ccl_result_t res = bs_acceptor_take(a, now);
         if (res != CCL_SUCCESS)
             return res;

@@ -3,9 +3,10 @@
  * the root, the TCP ring, and the allgather/barrier built on it.
  */
 #include "bootstrap/accept.h"
-#include "core/err.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/param.h"
+#include "base/wait.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -160,7 +161,7 @@ ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, 
     bs->rank = rank;
     bs->nranks = nranks;
     bs->timeout_ns = (uint64_t)param_int(PARAM_TIMEOUT) * 1000000000ull;
-    uint64_t deadline = wait_now_ns() + bs->timeout_ns;
+    uint64_t deadline = clock_now_ns() + bs->timeout_ns;
     CCL_TRY(bs_id_parse(id->internal, sizeof id->internal, &bid));
     if (nranks < 1 || nranks > BS_MAX_RANKS || rank < 0 || rank >= nranks)
         CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "rank %d of %d: the bootstrap takes 1..%d ranks", rank, nranks,
@@ -213,7 +214,7 @@ ccl_result_t bs_allgather(bs_t *bs, void *data, size_t size)
     ccl_result_t res = CCL_SUCCESS;
     int n = bs->nranks, r = bs->rank, prev = (r + n - 1) % n, next = (r + 1) % n;
     char *d = data;
-    uint64_t deadline = wait_now_ns() + bs->timeout_ns;
+    uint64_t deadline = clock_now_ns() + bs->timeout_ns;
     uint32_t seq = bs->seq++;
     if (n == 1)
         return CCL_SUCCESS;

@@ -20,8 +20,9 @@
  * once instead of retrying until CCL_TIMEOUT.
  */
 #include "bootstrap/wire.h"
-#include "core/err.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/wait.h"
 
 #include <poll.h>
 #include <stdio.h>
@@ -59,7 +60,7 @@ static void bs_rejoin_answer(bs_t *bs, int *fd, int rank, int status, const ccl_
         r.id = *id;
     if (why)
         snprintf(r.why, sizeof r.why, "%s", why);
-    if (sock_send_all(*fd, &r, sizeof r, wait_now_ns() + REJOIN_REQ_TIMEOUT_NS) != CCL_SUCCESS)
+    if (sock_send_all(*fd, &r, sizeof r, clock_now_ns() + REJOIN_REQ_TIMEOUT_NS) != CCL_SUCCESS)
         LOG_WARN(SUB_BOOTSTRAP, "rank %d: rank %d left before the answer to its rejoin request", bs->rank, rank);
     sock_close(fd);
 }
@@ -73,7 +74,7 @@ static void bs_rejoin_next(bs_t *bs, int ms, int *fd, bs_rejoin_req_t *q)
     if (poll(&p, 1, ms) <= 0 || sock_try_accept(bs->listen_fd, fd) != CCL_SUCCESS || *fd < 0)
         return;
     char extra, frame[sizeof *q];
-    if (sock_recv_all(*fd, frame, sizeof frame, wait_now_ns() + REJOIN_REQ_TIMEOUT_NS) == CCL_SUCCESS &&
+    if (sock_recv_all(*fd, frame, sizeof frame, clock_now_ns() + REJOIN_REQ_TIMEOUT_NS) == CCL_SUCCESS &&
         bs_rejoin_req_parse(frame, sizeof frame, bs->secret, "a rejoin request", q) == CCL_SUCCESS) {
         /* A follower keeps its connection open for the answer: one that
          * closed it gave up (an earlier, failed attempt left it queued). */
@@ -91,7 +92,7 @@ ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, b
                             ccl_unique_id_t *id)
 {
     ccl_result_t res = CCL_SUCCESS;
-    uint64_t deadline = wait_now_ns() + bs->timeout_ns;
+    uint64_t deadline = clock_now_ns() + bs->timeout_ns;
     int *fds = malloc((size_t)n * sizeof *fds);
     char *heard = calloc((size_t)n, 1);
     int left = n - 1, differs = -1; /* differs: the first rank whose list is not ours */
@@ -101,7 +102,7 @@ ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, b
     for (int i = 0; i < n; i++)
         fds[i] = -1;
     while (left > 0) {
-        uint64_t now = wait_now_ns();
+        uint64_t now = clock_now_ns();
         if (now >= deadline) {
             if (differs >= 0)
                 break; /* the mismatch is the error to report */
@@ -182,7 +183,7 @@ out:
 ccl_result_t bs_rejoin_follow(bs_t *bs, int leader, uint64_t tag, ccl_unique_id_t *id)
 {
     ccl_result_t res = CCL_SUCCESS;
-    uint64_t deadline = wait_now_ns() + bs->timeout_ns + REJOIN_FOLLOW_SLACK_NS;
+    uint64_t deadline = clock_now_ns() + bs->timeout_ns + REJOIN_FOLLOW_SLACK_NS;
     int fd = -1;
     char abuf[80];
     const bs_peer_t *l = &bs->peers[leader];

@@ -10,9 +10,10 @@
  * root keeps serving the real ranks meanwhile.
  */
 #include "bootstrap/accept.h"
-#include "core/err.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/param.h"
+#include "base/wait.h"
 
 #include <poll.h>
 #include <stdatomic.h>
@@ -122,7 +123,7 @@ static void *root_main(void *arg)
     root_args_t *args = arg;
     root_state_t *st = &args->st;
     *st = (root_state_t){.nranks = -1, .secret = args->secret};
-    uint64_t deadline = wait_now_ns() + args->timeout_ns;
+    uint64_t deadline = clock_now_ns() + args->timeout_ns;
     log_set_rank(-1);
     if (bs_acceptor_open(args->lfd, args->secret, sizeof(bs_hello_t), 1, "bootstrap root", &args->acc) != CCL_SUCCESS)
         goto out;
@@ -151,7 +152,7 @@ static void *root_main(void *arg)
     }
     bs_table_hdr_t hdr = {BS_MAGIC, st->nranks};
     for (int r = 0; r < st->nranks; r++) {
-        uint64_t dl = wait_now_ns() + args->timeout_ns;
+        uint64_t dl = clock_now_ns() + args->timeout_ns;
         if (sock_send_all(st->fds[r], &hdr, sizeof hdr, dl) != CCL_SUCCESS ||
             sock_send_all(st->fds[r], st->peers, (size_t)st->nranks * sizeof *st->peers, dl) != CCL_SUCCESS)
             LOG_WARN(SUB_BOOTSTRAP, "bootstrap root: could not send the table to rank %d", r);

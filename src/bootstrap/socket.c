@@ -2,9 +2,10 @@
  * socket.c - non-blocking TCP with deadlines, and interface selection.
  */
 #include "bootstrap/socket.h"
-#include "core/err.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/param.h"
+#include "base/wait.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -194,7 +195,7 @@ static void sock_tune(int fd)
 /* Milliseconds left until the deadline, for poll(); 0 once it passed. */
 static int sock_ms_left(uint64_t deadline)
 {
-    uint64_t now = wait_now_ns();
+    uint64_t now = clock_now_ns();
     if (now >= deadline)
         return 0;
     uint64_t ms = (deadline - now) / 1000000 + 1;
@@ -235,7 +236,7 @@ static ccl_result_t sock_connect_until(const sock_addr_t *addr, uint64_t deadlin
     char abuf[80];
     int last_errno = 0;
     uint64_t backoff_us = 1000;
-    while (wait_now_ns() < deadline) {
+    while (clock_now_ns() < deadline) {
         if (wait_check_cancel("connecting") != CCL_SUCCESS)
             return CCL_ERR_ABORTED;
         int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -244,7 +245,7 @@ static ccl_result_t sock_connect_until(const sock_addr_t *addr, uint64_t deadlin
         int rc = connect(fd, &addr->sa, sock_addr_len(addr));
         if (rc != 0 && errno == EINPROGRESS) {
             struct pollfd p = {fd, POLLOUT, 0};
-            while ((rc = poll(&p, 1, sock_ms_left(deadline))) == 0 && wait_now_ns() < deadline) {
+            while ((rc = poll(&p, 1, sock_ms_left(deadline))) == 0 && clock_now_ns() < deadline) {
                 if (wait_check_cancel("connecting") != CCL_SUCCESS) {
                     close(fd);
                     return CCL_ERR_ABORTED;

@@ -2,13 +2,14 @@
  * socket.h - TCP helpers for the bootstrap: every call has a deadline.
  *
  * Sockets are non-blocking and every wait is a poll() bounded by an absolute
- * deadline (wait_now_ns() clock), so a silent or dead peer turns into
+ * deadline (clock_now_ns() clock), so a silent or dead peer turns into
  * CCL_ERR_TIMEOUT or CCL_ERR_REMOTE, never a hang.
  */
 #ifndef CCL_BOOTSTRAP_SOCKET_H
 #define CCL_BOOTSTRAP_SOCKET_H
 
 #include "ccl.h"
+#include "base/clock.h"
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * I/O, which lets tests/fuzz/ drive them with arbitrary bytes.
  */
 #include "bootstrap/wire.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <string.h>
 

@@ -11,7 +11,7 @@
  * any other overlap of what is read and what is written is refused.
  */
 #include "core/argcheck.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "device/reduce.h"
 
 #include <stdint.h>

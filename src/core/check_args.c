@@ -14,7 +14,7 @@
  * compared (they involve two ranks, not all).
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "device/reduce.h"
 
 #include <stdio.h>

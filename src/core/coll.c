@@ -12,9 +12,9 @@
  */
 #include "core/argcheck.h"
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "core/fault.h"
-#include "core/param.h"
+#include "base/param.h"
 #include "device/reduce.h"
 
 #include <stdlib.h>

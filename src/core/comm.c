@@ -3,11 +3,11 @@
  * of a process), destroy, abort, and the queries.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "core/fault.h"
 #include "core/handle.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/param.h"
+#include "base/wait.h"
 #include "topo/cpus.h"
 #include "topo/host.h"
 

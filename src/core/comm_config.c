@@ -18,10 +18,10 @@
  * set, its message the comm's last error, until the user destroys it.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "core/handle.h"
-#include "core/log.h"
-#include "core/wait.h"
+#include "base/log.h"
+#include "base/wait.h"
 #include "device/cuda_rt.h"
 
 #include <pthread.h>

@@ -22,9 +22,9 @@
  * flag) and tells the peers.
  */
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/log.h"
-#include "core/wait.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/wait.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

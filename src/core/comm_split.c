@@ -11,7 +11,7 @@
  * bootstrap listener (bootstrap/rejoin.c).
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <stdlib.h>
 #include <string.h>

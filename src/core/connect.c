@@ -26,8 +26,8 @@
  * way.
  */
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/param.h"
+#include "base/err.h"
+#include "base/param.h"
 
 #include <stdio.h>
 #include <stdlib.h>

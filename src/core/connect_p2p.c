@@ -29,8 +29,9 @@
  * multi-rank device path): local rank 0 logs one WARN naming them.
  */
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/param.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/param.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -299,15 +300,15 @@ void connect_p2p_close(struct ccl_comm *comm)
          * whose peers will never publish (abort, a failed call, a peer
          * gone) is released; the peers' streams may keep moving the
          * counters back, so the release is repeated until ours is done. */
-        uint64_t start = wait_now_ns();
+        uint64_t start = clock_now_ns();
         int warned = 0;
         while (dev_event_done(p->done) == 0) {
             int give_up = atomic_load(&comm->aborted) || comm->broken;
-            if (!give_up && wait_now_ns() - start > comm->bs.timeout_ns) {
+            if (!give_up && clock_now_ns() - start > comm->bs.timeout_ns) {
                 if (!warned)
                     LOG_WARN(SUB_P2P, "P2P: the GPU has not finished this communicator's work after %llu s "
                              "(CCL_TIMEOUT; a peer gone?): releasing its waits",
-                             (unsigned long long)((wait_now_ns() - start) / 1000000000ull));
+                             (unsigned long long)((clock_now_ns() - start) / 1000000000ull));
                 warned = give_up = 1;
             }
             if (give_up)

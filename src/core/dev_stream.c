@@ -46,9 +46,9 @@
  * initialise CUDA, on machines with or without a GPU.
  */
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/mem.h"
-#include "core/param.h"
+#include "base/err.h"
+#include "base/mem.h"
+#include "base/param.h"
 #include "device/cuda_rt.h"
 #include "device/reduce.h"
 

@@ -30,7 +30,7 @@
  * not apply to calls run here.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "device/cuda_rt.h"
 #include "device/reduce.h"
 

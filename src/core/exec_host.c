@@ -11,9 +11,10 @@
  * ready.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/clock.h"
+#include "base/err.h"
 #include "core/fault.h"
-#include "core/mem.h"
+#include "base/mem.h"
 #include "device/copy.h"
 #include "device/reduce.h"
 #include "transport/shm_help.h"
@@ -126,7 +127,7 @@ ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
                                           c->peer >= 0 ? c->peer : comm->nranks - 1, 0, what);
     if (res != CCL_SUCCESS)
         return res;
-    uint64_t idle = c->idle_since ? wait_now_ns() - c->idle_since : waited_ns;
+    uint64_t idle = c->idle_since ? clock_now_ns() - c->idle_since : waited_ns;
     if (idle > comm->bs.timeout_ns && comm->board.hdr) {
         /* The rank we wait for may itself wait for one that stopped
          * calling collectives: name that one. */
@@ -523,14 +524,14 @@ out:
  * writes into the buffer once we return. */
 void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint32_t *count, uint32_t want)
 {
-    uint64_t start = wait_now_ns();
+    uint64_t start = clock_now_ns();
     for (;;) {
         uint32_t n = atomic_load_explicit(count, memory_order_acquire);
         if (n >= want || (n & SHM_HELP_CLOSED))
             break;
         if (exec_pid_dead((pid_t)comm->bs.peers[peer].pid))
             break; /* it writes nothing any more */
-        if (wait_now_ns() - start > 3000000000ull) {
+        if (clock_now_ns() - start > 3000000000ull) {
             LOG_WARN(SUB_COLL, "rank %d did not finish copying into our buffer after our call failed", peer);
             break;
         }
@@ -1084,7 +1085,7 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
             goto out;
         }
         if (!idle_since)
-            idle_since = wait_now_ns();
+            idle_since = clock_now_ns();
         res = exec_wait(&runs[first_job], &first, nwaiting > 1, idle_since);
         if (res != CCL_SUCCESS) {
             *failed = first_job;

@@ -32,7 +32,7 @@
  * thread becomes owner: a plain mutex.
  */
 #include "core/exec_lock.h"
-#include "core/wait.h"
+#include "base/wait.h"
 
 #include <linux/membarrier.h>
 #include <sched.h>

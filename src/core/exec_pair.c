@@ -26,9 +26,9 @@
  * (coll.c), having written nothing.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "core/fault.h"
-#include "core/mem.h"
+#include "base/mem.h"
 #include "device/copy.h"
 #include "device/reduce.h"
 #include "transport/shm_help.h"

@@ -5,8 +5,8 @@
  */
 #include "core/fault.h"
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/param.h"
+#include "base/err.h"
+#include "base/param.h"
 
 #include <pthread.h>
 #include <signal.h>

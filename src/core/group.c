@@ -9,7 +9,7 @@
  * be freed under a queued call.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

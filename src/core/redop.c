@@ -9,7 +9,7 @@
  * a stranger's scalar.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "device/reduce.h"
 
 #include <stdlib.h>

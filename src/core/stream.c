@@ -7,9 +7,9 @@
  * may carry calls of several communicators.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "core/handle.h"
-#include "core/param.h"
+#include "base/param.h"
 
 #include <limits.h>
 #include <stdio.h>

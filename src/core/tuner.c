@@ -16,8 +16,8 @@
  * allreduce cost table at init (rank 0), TRACE each call's pick.
  */
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/param.h"
+#include "base/err.h"
+#include "base/param.h"
 #include "device/reduce.h"
 #include "topo/cpus.h"
 #include "topo/topo.h"

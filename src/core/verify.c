@@ -8,7 +8,7 @@
  * (CCL_ERR_CORRUPT) on every rank, while the communicator stays usable.
  */
 #include "core/comm.h"
-#include "core/err.h"
+#include "base/err.h"
 #include "device/reduce.h"
 
 #include <stdlib.h>

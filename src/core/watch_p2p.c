@@ -27,8 +27,8 @@
  * a teardown that holds it can stop (join) the thread.
  */
 #include "core/comm.h"
-#include "core/err.h"
-#include "core/log.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -14,7 +14,8 @@
  * the same functions, answering "no CUDA" and refusing the rest.
  */
 #include "device/cuda_rt.h"
-#include "core/err.h"
+#include "base/clock.h"
+#include "base/err.h"
 
 #include <link.h>
 #include <pthread.h>
@@ -50,7 +51,7 @@ static int dev_scan_libcuda(struct dl_phdr_info *info, size_t size, void *arg)
 int dev_cuda_loaded_flag;
 uint64_t dev_cuda_seen_tick = UINT64_MAX;
 
-/* dev_cuda_loaded's look, at most once per tick of dev_cuda_tick. */
+/* dev_cuda_loaded's look, at most once per tick of clock_coarse_tick. */
 int dev_cuda_loaded_scan(void)
 {
     /* Once loaded, the driver stays (it is never unloaded in practice).
@@ -68,7 +69,7 @@ int dev_cuda_loaded_scan(void)
     static unsigned long long seen_adds = ~0ull;
     if (__atomic_load_n(&dev_cuda_loaded_flag, __ATOMIC_RELAXED))
         return 1;
-    uint64_t tick = dev_cuda_tick();
+    uint64_t tick = clock_coarse_tick();
     dev_scan_t scan = {0, 0};
     dl_iterate_phdr(dev_scan_first, &scan);
     if (scan.adds == __atomic_load_n(&seen_adds, __ATOMIC_RELAXED)) {

@@ -18,6 +18,7 @@
 #define CCL_DEVICE_CUDA_RT_H
 
 #include "ccl.h"
+#include "base/clock.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -32,23 +33,11 @@ int dev_cuda_built(void);
 int dev_cuda_loaded_scan(void);
 extern int dev_cuda_loaded_flag;
 extern uint64_t dev_cuda_seen_tick;
-static inline uint64_t dev_cuda_tick(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    /* 2^20 TSC cycles: under a millisecond at any TSC rate above 1.05 GHz,
-     * for a few instructions where the coarse clock cost ~50. */
-    return __builtin_ia32_rdtsc() >> 20;
-#else
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-#endif
-}
 static inline int dev_cuda_loaded(void)
 {
     if (__atomic_load_n(&dev_cuda_loaded_flag, __ATOMIC_RELAXED))
         return 1;
-    if (dev_cuda_tick() == __atomic_load_n(&dev_cuda_seen_tick, __ATOMIC_RELAXED))
+    if (clock_coarse_tick() == __atomic_load_n(&dev_cuda_seen_tick, __ATOMIC_RELAXED))
         return 0;
     return dev_cuda_loaded_scan();
 }

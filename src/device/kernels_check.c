@@ -4,7 +4,7 @@
  * the CUDA kernels (reduce_cuda.cu) and the host kernels of the mock GPU
  * build (tests/mock_cuda/kernels_mock.c). Plain C, in every build.
  */
-#include "core/err.h"
+#include "base/err.h"
 #include "device/kernels_cuda.h"
 
 ccl_result_t dev_cuda_reduce_check(const dev_cuda_reduce_t *r)

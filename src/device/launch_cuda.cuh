@@ -13,7 +13,7 @@
 #include <cuda_runtime.h>
 
 extern "C" {
-#include "core/err.h"
+#include "base/err.h"
 }
 
 #define DEV_CUDA_THREADS 512

@@ -2,7 +2,7 @@
  * host.c - host identity for grouping ranks into nodes (see host.h).
  */
 #include "topo/host.h"
-#include "core/param.h"
+#include "base/param.h"
 
 #include <stdio.h>
 #include <string.h>

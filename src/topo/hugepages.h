@@ -9,7 +9,7 @@
  * (a MiB written through a new mapping: 60 us). Whether memfds get them
  * on first touch is the kernel's shmem_enabled setting (ccl_mem_alloc
  * asks with MADV_HUGEPAGE, which "advise" honours); where it says no,
- * ccl_mem_alloc collapses its buffers into huge pages instead (core/mem.c).
+ * ccl_mem_alloc collapses its buffers into huge pages instead (base/mem.c).
  * ccl-info prints both; the tuner's single-copy sizes depend on neither
  * (core/tuner.c).
  */

@@ -10,7 +10,7 @@
  * name ending in ".txt" gets the text summary instead.
  */
 #include "topo/topo.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <hwloc.h>
 

@@ -11,7 +11,7 @@
  * "widest, then shortest" is not a metric Dijkstra can extend edge by edge.
  */
 #include "topo/topo.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -23,8 +23,8 @@
  * it does not give is estimated below, each constant with its reason.
  */
 #include "topo/topo.h"
-#include "core/err.h"
-#include "core/param.h"
+#include "base/err.h"
+#include "base/param.h"
 
 #include <hwloc.h>
 

@@ -12,7 +12,7 @@
  * init tries again and reports the failure again.
  */
 #include "topo/topo.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <pthread.h>
 

@@ -70,7 +70,7 @@
  * named constant with its measurement.
  */
 #include "topo/tune.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -37,8 +37,9 @@
  * eventfd that the doorbell also rings (net_poll_sleep).
  */
 #include "transport/net.h"
-#include "core/err.h"
-#include "core/log.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
 #include "transport/net_plugin.h"
 #include "transport/net_socket.h"
 
@@ -136,7 +137,7 @@ struct net {
     char poison_why[NET_ERR_MAX]; /* written by the claimer before poison is set */
     _Atomic int failed;
     _Atomic int fault_drop;        /* CCL_FAULT drop: end every connection as if cut */
-    _Atomic uint64_t stall_until;  /* CCL_FAULT stall: wait_now_ns() deadline; UINT64_MAX: until stop */
+    _Atomic uint64_t stall_until;  /* CCL_FAULT stall: clock_now_ns() deadline; UINT64_MAX: until stop */
     char err[NET_ERR_MAX];   /* written once, before failed is set */
     char root[NET_ERR_MAX];  /* what our notices say: err, or the notice that caused it */
     uint64_t farewell_since; /* proxy's: when it began telling its peers */
@@ -180,7 +181,7 @@ static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const ch
         return;
     snprintf(net->pending, sizeof net->pending, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
              net_peer_host(net, c->peer), err_message());
-    net->pending_since = wait_now_ns();
+    net->pending_since = clock_now_ns();
     LOG_INFO(SUB_NET, "net: %s (waiting briefly for a notice that says why)", net->pending);
 }
 
@@ -195,7 +196,7 @@ static void net_fail_pending(net_t *net)
         const net_conn_t *c = &net->conns[i];
         listening = !c->is_send && !c->broken && c->farewell < 2;
     }
-    if (!listening || wait_now_ns() - net->pending_since > NET_NOTICE_GRACE_NS)
+    if (!listening || clock_now_ns() - net->pending_since > NET_NOTICE_GRACE_NS)
         net_fail(net, NULL, "%s", net->pending);
 }
 
@@ -464,7 +465,7 @@ static void *net_proxy_main(void *arg)
                      net_peer_host(net, net->rank));
         uint64_t stall = atomic_load(&net->stall_until);
         if (stall && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
-            if (wait_now_ns() < stall) {
+            if (clock_now_ns() < stall) {
                 struct timespec ts = {0, 1000000};
                 nanosleep(&ts, NULL);
                 continue;
@@ -484,7 +485,7 @@ static void *net_proxy_main(void *arg)
         if (atomic_load(&net->failed) && !net->closed) {
             /* Tell the peers why, then close: they fail now, not at their
              * timeout, and name the cause. */
-            uint64_t now = wait_now_ns();
+            uint64_t now = clock_now_ns();
             if (!net->farewell_since)
                 net->farewell_since = now;
             if (net_farewell(net) > 0 && now - net->farewell_since < NET_FAREWELL_NS) {
@@ -497,10 +498,10 @@ static void *net_proxy_main(void *arg)
         }
         if (atomic_load(&net->stop)) {
             if (!stop_since)
-                stop_since = wait_now_ns();
+                stop_since = clock_now_ns();
             /* Queued sends get the comm's timeout to leave, as any wait. */
             if (atomic_load(&net->failed) || net_goodbye(net) == 0 ||
-                wait_now_ns() - stop_since > 10ull * 1000000000ull)
+                clock_now_ns() - stop_since > 10ull * 1000000000ull)
                 break;
             sched_yield();
             continue;
@@ -573,7 +574,7 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
     net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending);
     if (!pending)
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
-    uint64_t deadline = wait_now_ns() + bs->timeout_ns;
+    uint64_t deadline = clock_now_ns() + bs->timeout_ns;
     uint64_t comm_id = net_comm_id(bs);
     for (;;) {
         int waiting = 0, moved = 0;
@@ -673,7 +674,7 @@ static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, cha
             res = CCL_ERR_ABORTED;
             goto out;
         }
-        if (wait_now_ns() > deadline) {
+        if (clock_now_ns() > deadline) {
             for (int i = 0; i < net->nconns; i++)
                 if (!net->conns[i].pcomm || (net->conns[i].is_send && !net->conns[i].hello_done))
                     CCL_FAIL(CCL_ERR_TIMEOUT, "rank %d: no net connection %s rank %d (%s) within %llu s (CCL_TIMEOUT)",
@@ -813,7 +814,7 @@ void net_fault_drop(net_t *net)
 
 void net_fault_stall(net_t *net, int64_t ms)
 {
-    atomic_store(&net->stall_until, ms > 0 ? wait_now_ns() + (uint64_t)ms * 1000000ull : UINT64_MAX);
+    atomic_store(&net->stall_until, ms > 0 ? clock_now_ns() + (uint64_t)ms * 1000000ull : UINT64_MAX);
 }
 
 void net_destroy(net_t *net)

@@ -4,9 +4,9 @@
  * of its functions runs (what the rules are: net_plugin.h, ccl_net.h).
  */
 #include "transport/net_plugin.h"
-#include "core/err.h"
-#include "core/log.h"
-#include "core/param.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/param.h"
 #include "transport/net_socket.h"
 
 #include <dlfcn.h>

@@ -14,10 +14,11 @@
  * disturb the listener.
  */
 #include "transport/net_socket.h"
-#include "core/err.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/param.h"
+#include "base/wait.h"
 #include "transport/net_socket_io.h"
 
 #include <errno.h>
@@ -200,7 +201,7 @@ static void net_sock_tune(int fd)
 
 static uint64_t net_sock_deadline(void)
 {
-    return wait_now_ns() + (uint64_t)param_int(PARAM_TIMEOUT) * 1000000000ull;
+    return clock_now_ns() + (uint64_t)param_int(PARAM_TIMEOUT) * 1000000000ull;
 }
 
 static ccl_result_t net_sock_random(uint64_t *v)
@@ -444,7 +445,7 @@ static ccl_result_t net_sock_pending_step(net_sock_pending_t *p, int *ready)
                 all = 0;
         }
     }
-    if (!all && wait_now_ns() > p->deadline)
+    if (!all && clock_now_ns() > p->deadline)
         return err_set(CCL_ERR_TIMEOUT, "net/socket: connect to %s did not complete within CCL_TIMEOUT (%lld s)",
                        p->peer, (long long)param_int(PARAM_TIMEOUT));
     *ready = all;
@@ -589,7 +590,7 @@ static ccl_result_t net_sock_accept(void *listen_comm, void **recv_comm)
 {
     ccl_result_t res = CCL_SUCCESS;
     net_sock_listen_t *l = listen_comm;
-    uint64_t now = wait_now_ns();
+    uint64_t now = clock_now_ns();
     *recv_comm = NULL;
     for (;;) {
         int fd = -1;

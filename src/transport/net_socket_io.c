@@ -10,8 +10,8 @@
  */
 #include "transport/net_socket_io.h"
 #include "transport/net.h"
-#include "core/err.h"
-#include "core/log.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <poll.h>

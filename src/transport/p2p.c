@@ -8,7 +8,7 @@
  * addresses for the stream memory operations.
  */
 #include "transport/p2p.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <string.h>
 #include <sys/mman.h>

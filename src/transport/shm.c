@@ -2,8 +2,8 @@
  * shm.c - the shared-memory FIFO transport (see shm.h for the protocol).
  */
 #include "transport/shm.h"
-#include "core/err.h"
-#include "core/log.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -18,7 +18,7 @@
 #define CCL_TRANSPORT_SHM_H
 
 #include "ccl.h"
-#include "core/wait.h"
+#include "base/wait.h"
 #include "transport/shm_peer.h"
 
 #include <stdatomic.h>

@@ -2,7 +2,7 @@
  * shm_board.c - the one-shot board (see shm_board.h).
  */
 #include "transport/shm_board.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #include <errno.h>
 #include <fcntl.h>

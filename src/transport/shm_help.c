@@ -10,7 +10,7 @@
  * any more, so the poster's count is final when the reader waits for it.
  */
 #include "transport/shm_help.h"
-#include "core/wait.h"
+#include "base/wait.h"
 
 #include <string.h>
 

@@ -9,7 +9,7 @@
  * is n and stays so: the counts are final.
  */
 #include "transport/shm_pair.h"
-#include "core/wait.h"
+#include "base/wait.h"
 
 void shm_pair_init(shm_pair_t *p)
 {

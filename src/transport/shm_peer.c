@@ -2,8 +2,8 @@
  * shm_peer.c - mapping local peers' registered buffers (see shm_peer.h).
  */
 #include "transport/shm_peer.h"
-#include "core/err.h"
-#include "core/mem.h"
+#include "base/err.h"
+#include "base/mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,7 +61,7 @@ static ccl_result_t peer_map(shm_peer_cache_t *c, pid_t pid, const shm_ref_t *re
          * 8 GB/s, for a whole row. Faulting in on first use (16 pages per
          * fault with the kernel's fault-around) costs about as much once
          * and leaves the owner alone. Aligned as the owner's mapping is,
-         * so that its huge pages (core/mem.c) are huge here too. */
+         * so that its huge pages (base/mem.c) are huge here too. */
         base = mem_map_shared(fd, ref->alloc_len, writable ? PROT_READ | PROT_WRITE : PROT_READ);
     int err = errno;
     close(fd);

@@ -13,7 +13,7 @@
 #define CCL_TRANSPORT_SHM_PEER_H
 
 #include "ccl.h"
-#include "core/mem.h"
+#include "base/mem.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>

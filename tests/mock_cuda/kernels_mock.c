@@ -27,7 +27,7 @@
  * as it did on an H200. CUDA_MODULE_LOADING=EAGER loads everything at the
  * first launch or load, as CUDA does at start.
  */
-#include "core/err.h"
+#include "base/err.h"
 #include "device/kernels_cuda.h"
 #include "device/reduce.h"
 

@@ -18,6 +18,7 @@
  * every process sees; 0 is a driver with no GPU.
  */
 #include "mock_cuda.h"
+#include "base/clock.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -70,7 +71,7 @@ static void mock_init_once(void)
     void *driver = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     /* A real driver takes tens of milliseconds or more to initialise, and
      * ccl relies on it: it looks for the driver at most once per tick
-     * (dev_cuda_tick: 2^20 TSC cycles, under 1 ms, on x86; the coarse
+     * (clock_coarse_tick: 2^20 TSC cycles, under 1 ms, on x86; the coarse
      * clock's 1-4 ms elsewhere). Two coarse-clock ticks here (at least
      * 2 ms) keep the mock slower than either, however fast a test asks
      * for memory next. */

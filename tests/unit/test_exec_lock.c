@@ -34,7 +34,7 @@
 #include <unistd.h>
 
 #include "core/exec_lock.h"
-#include "core/wait.h"
+#include "base/wait.h"
 
 /* First, in a child that has not read the parameters yet. */
 static void test_membarrier_off_means_mutex(void **state)

@@ -1,6 +1,6 @@
 /*
  * test_mem.c - ccl_mem_alloc's huge pages and how peers map its buffers
- * (src/core/mem.c, src/transport/shm_peer.c).
+ * (src/base/mem.c, src/transport/shm_peer.c).
  *
  * Single copy reads and writes a local peer's ccl_mem_alloc buffer through
  * a second mapping of its memfd. Both mappings must map huge pages with one
@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "ccl.h"
-#include "core/mem.h"
+#include "base/mem.h"
 #include "transport/shm_peer.h"
 
 #ifndef MADV_COLLAPSE

@@ -35,8 +35,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "core/err.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/wait.h"
 #include "transport/net_plugin.h"
 #include "transport/net_socket.h"
 #include "transport/net_socket_io.h"
@@ -81,13 +82,13 @@ static void conn_open(conn_t *c, int listen_rank, int connect_rank)
     assert_int_equal(N->listen(0, listen_rank, c->handle, &c->l), CCL_SUCCESS);
     const net_sock_handle_t *h = (const net_sock_handle_t *)c->handle;
     sock_addr_str(&h->addr, c->addr, sizeof c->addr);
-    uint64_t deadline = wait_now_ns() + 20 * SEC;
+    uint64_t deadline = clock_now_ns() + 20 * SEC;
     while (!c->s || !c->r) {
         if (!c->s)
             assert_int_equal(N->connect(0, connect_rank, c->handle, &c->s), CCL_SUCCESS);
         if (!c->r)
             assert_int_equal(N->accept(c->l, &c->r), CCL_SUCCESS);
-        assert_true(wait_now_ns() < deadline);
+        assert_true(clock_now_ns() < deadline);
     }
 }
 
@@ -105,32 +106,32 @@ static void conn_close(conn_t *c)
 /* Posts, retrying while the comm says "not now". */
 static void post_send(void *comm, const void *buf, size_t size, uint32_t tag, void **req)
 {
-    uint64_t deadline = wait_now_ns() + 20 * SEC;
+    uint64_t deadline = clock_now_ns() + 20 * SEC;
     do {
         assert_int_equal(N->isend(comm, buf, size, tag, NULL, req), CCL_SUCCESS);
-        assert_true(wait_now_ns() < deadline);
+        assert_true(clock_now_ns() < deadline);
     } while (!*req);
 }
 
 static void post_recv(void *comm, void *buf, size_t size, uint32_t tag, void **req)
 {
-    uint64_t deadline = wait_now_ns() + 20 * SEC;
+    uint64_t deadline = clock_now_ns() + 20 * SEC;
     do {
         assert_int_equal(N->irecv(comm, 1, &buf, &size, &tag, NULL, req), CCL_SUCCESS);
-        assert_true(wait_now_ns() < deadline);
+        assert_true(clock_now_ns() < deadline);
     } while (!*req);
 }
 
 /* Tests a request until done or failed; returns the result. */
 static ccl_result_t wait_req(void *req, size_t *size)
 {
-    uint64_t deadline = wait_now_ns() + 30 * SEC;
+    uint64_t deadline = clock_now_ns() + 30 * SEC;
     for (;;) {
         int done = 0;
         ccl_result_t rc = N->test(req, &done, size);
         if (rc != CCL_SUCCESS || done)
             return rc;
-        if (wait_now_ns() > deadline) {
+        if (clock_now_ns() > deadline) {
             print_error("request did not complete within 30 s\n");
             return CCL_ERR_TIMEOUT;
         }
@@ -147,14 +148,14 @@ static ccl_result_t xfer(conn_t *c, const void *sbuf, size_t ssize, uint32_t sta
     post_send(c->s, sbuf, ssize, stag, &sr);
     int sdone = 0, rdone = 0;
     size_t ssz = 0;
-    uint64_t deadline = wait_now_ns() + 60 * SEC;
+    uint64_t deadline = clock_now_ns() + 60 * SEC;
     while (!sdone || !rdone) {
         ccl_result_t rc;
         if (!rdone && (rc = N->test(rr, &rdone, got)) != CCL_SUCCESS)
             return rc;
         if (!sdone && (rc = N->test(sr, &sdone, &ssz)) != CCL_SUCCESS)
             return rc;
-        if (wait_now_ns() > deadline)
+        if (clock_now_ns() > deadline)
             return CCL_ERR_TIMEOUT;
     }
     assert_int_equal(ssz, ssize);
@@ -307,7 +308,7 @@ static void test_many_in_order(void **state)
             size[m] = (x >> 8) % 7 == 0 ? 0 : (x >> 4) % MAXSZ;
         }
         int sent = 0, done = 0;
-        uint64_t deadline = wait_now_ns() + 60 * SEC;
+        uint64_t deadline = clock_now_ns() + 60 * SEC;
         while (done < NMSG) {
             /* Fill the window. */
             while (sent < NMSG && sent - done < WINDOW) {
@@ -346,7 +347,7 @@ static void test_many_in_order(void **state)
                     done++;
                 }
             }
-            assert_true(wait_now_ns() < deadline);
+            assert_true(clock_now_ns() < deadline);
         }
         conn_close(&c);
     }
@@ -494,7 +495,7 @@ static void test_wire_striping(void **state)
     net_socket_set_layout(NS, 1);
     void *s = NULL;
     int fds[NS] = {-1, -1, -1, -1};
-    uint64_t conn_id = 0, deadline = wait_now_ns() + 20 * SEC;
+    uint64_t conn_id = 0, deadline = clock_now_ns() + 20 * SEC;
     int accepted = 0;
     while (!s || accepted < NS) {
         if (!s)
@@ -518,7 +519,7 @@ static void test_wire_striping(void **state)
             fds[m.index] = fd;
             accepted++;
         }
-        assert_true(wait_now_ns() < deadline);
+        assert_true(clock_now_ns() < deadline);
     }
     assert_int_equal(check_plugin_socket_options(&bound), NS);
 
@@ -593,10 +594,10 @@ static void forge_connect(conn_t *c, int nsocks, int rank, int *fds, char *from,
     socklen_t len = sizeof local;
     getsockname(fds[0], &local.sa, &len);
     sock_addr_str(&local, from, from_len);
-    uint64_t deadline = wait_now_ns() + 10 * SEC;
+    uint64_t deadline = clock_now_ns() + 10 * SEC;
     while (!c->r) {
         assert_int_equal(N->accept(c->l, &c->r), CCL_SUCCESS);
-        assert_true(wait_now_ns() < deadline);
+        assert_true(clock_now_ns() < deadline);
     }
 }
 
@@ -762,8 +763,8 @@ static void test_connect_refused(void **state)
     sock_addr_str(&((net_sock_handle_t *)handle)->addr, addr, sizeof addr);
     assert_int_equal(N->close_listen(l), CCL_SUCCESS);
     ccl_result_t rc = CCL_SUCCESS;
-    uint64_t deadline = wait_now_ns() + 10 * SEC;
-    while (rc == CCL_SUCCESS && !s && wait_now_ns() < deadline)
+    uint64_t deadline = clock_now_ns() + 10 * SEC;
+    while (rc == CCL_SUCCESS && !s && clock_now_ns() < deadline)
         rc = N->connect(0, 0, handle, &s);
     assert_null(s);
     assert_int_equal(rc, CCL_ERR_REMOTE);
@@ -804,13 +805,13 @@ static void test_bad_hello_is_dropped(void **state)
     assert_true(recv(fd, &x, 1, 0) <= 0);
     close(fd);
     close(fd2);
-    uint64_t deadline = wait_now_ns() + 10 * SEC;
+    uint64_t deadline = clock_now_ns() + 10 * SEC;
     while (!c.s || !c.r) {
         if (!c.s)
             assert_int_equal(N->connect(0, 1, c.handle, &c.s), CCL_SUCCESS);
         if (!c.r)
             assert_int_equal(N->accept(c.l, &c.r), CCL_SUCCESS);
-        assert_true(wait_now_ns() < deadline);
+        assert_true(clock_now_ns() < deadline);
     }
     char a = 'a', b = 0;
     size_t got = 0;

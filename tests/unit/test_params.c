@@ -1,5 +1,5 @@
 /*
- * test_params.c - the CCL_* parameter table (src/core/param.c, params.def).
+ * test_params.c - the CCL_* parameter table (src/base/param.c, params.def).
  *
  * Covers param_parse_size (plain decimals, K/M/G suffixes in powers of 1024
  * with an optional B, negatives, and the malformed or overflowing inputs it
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "core/comm.h"
-#include "core/param.h"
+#include "base/param.h"
 
 /* Sentinel written into *out before a parse, to see whether it was touched. */
 #define UNTOUCHED ((int64_t)0x5a5a5a5a5a5a5a5aLL)
@@ -137,7 +137,7 @@ static void test_parse_size_suffix_sweep(void **state)
  * unset and malformed values resolve to exactly that default. */
 static const char *const table_default[PARAM_COUNT] = {
 #define CCL_PARAM(name, kind, def, doc) [PARAM_##name] = def,
-#include "core/params.def"
+#include "base/params.def"
 #undef CCL_PARAM
 };
 

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "algos/schedule.h"
-#include "core/err.h"
+#include "base/err.h"
 
 #define MAX_RANKS 16
 

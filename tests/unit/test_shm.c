@@ -36,15 +36,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/err.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/wait.h"
 #include "transport/shm.h"
 #include "transport/shm_board.h"
 
 #define MS (1000ull * 1000ull)
 #define SEC (1000ull * MS)
 
-static double ms_since(uint64_t t0) { return (double)(wait_now_ns() - t0) / 1e6; }
+static double ms_since(uint64_t t0) { return (double)(clock_now_ns() - t0) / 1e6; }
 
 /* A connection's two ends in this process, its name already unlinked. */
 static void open_pair(shm_conn_t *rcv, shm_conn_t *snd, uint32_t nslots, size_t slot_size)
@@ -378,7 +379,7 @@ static void run_transfer(uint32_t nslots, size_t slot_size, uint32_t nslices, wa
     atomic_uint consumed = 0;
     side_t s = {.conn = &snd, .pol = pol, .nslices = nslices, .consumed = &consumed};
     side_t r = {.conn = &rcv, .pol = pol, .nslices = nslices, .consumed = &consumed};
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     pthread_t ts, tr;
     assert_int_equal(pthread_create(&tr, NULL, receiver_main, &r), 0);
     assert_int_equal(pthread_create(&ts, NULL, sender_main, &s), 0);
@@ -560,7 +561,7 @@ static void test_drain_waits_for_receiver(void **state)
         shm_send_post(&snd, SHM_SLOT_DATA, 128);
     }
     atomic_uint consumed = 0;
-    drain_t d = {.conn = &snd, .consumed = &consumed, .t0 = wait_now_ns()};
+    drain_t d = {.conn = &snd, .consumed = &consumed, .t0 = clock_now_ns()};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, drain_main, &d), 0);
     for (uint32_t i = 0; i < 3; i++) {
@@ -600,7 +601,7 @@ static void *blocked_main(void *arg)
         void *slot;
         b->rc = shm_send_wait(b->conn, &b->pol, &slot);
     }
-    b->end_ns = wait_now_ns();
+    b->end_ns = clock_now_ns();
     return NULL;
 }
 
@@ -629,7 +630,7 @@ static void poison_case(int block_receiver, int poison_from_sender)
     while (!atomic_load(&b.started))
         usleep(1000);
     usleep(100 * 1000);
-    uint64_t t_poison = wait_now_ns();
+    uint64_t t_poison = clock_now_ns();
     shm_conn_poison(poison_from_sender ? &snd : &rcv, NULL);
     pthread_join(t, NULL);
     double ms = (double)(int64_t)(b.end_ns - t_poison) / 1e6; /* < 0: ended before the poison */
@@ -668,7 +669,7 @@ static void test_poison_before_wait(void **state)
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
     const void *slot;
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     err_clear();
     assert_int_equal(shm_recv_wait(&rcv, &pol, &slot), CCL_ERR_REMOTE);
     assert_true(ms_since(t0) < 1000.0);
@@ -687,7 +688,7 @@ static void test_check_callback_ends_wait(void **state)
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 50 * MS};
     wait_policy_t pol = {check_cb, &ctx, 0, 0};
     const void *rslot;
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     assert_int_equal(shm_recv_wait(&rcv, &pol, &rslot), CCL_ERR_TIMEOUT);
     double ms = ms_since(t0);
     if (ms < 45.0 || ms > 1000.0) {
@@ -704,7 +705,7 @@ static void test_check_callback_ends_wait(void **state)
     check_ctx_t ctx2 = {.fail_with = CCL_ERR_ABORTED, .fail_after_ns = 30 * MS};
     wait_policy_t pol2 = {check_cb, &ctx2, 20, 50};
     void *sslot;
-    t0 = wait_now_ns();
+    t0 = clock_now_ns();
     assert_int_equal(shm_send_wait(&snd, &pol2, &sslot), CCL_ERR_ABORTED);
     assert_true(ms_since(t0) < 1000.0);
     /* The FIFO still works after a wait gave up. */
@@ -788,7 +789,7 @@ static void test_board_data_before_poison_wins(void **state)
     assert_int_equal(shm_board_exchange(&b0, "", 1, 64, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_SUCCESS);
     assert_string_equal(shm_board_slot(&bank, 1), "root");
     shm_board_release(&b0);
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     assert_int_equal(shm_board_exchange(&b0, "", 1, 64, BOARD_WAIT_ROOT, 1, &pol, &bank), CCL_ERR_REMOTE);
     assert_true(ms_since(t0) < 1000.0);
     /* A root that would post into the poisoned board is told at once. */

@@ -29,14 +29,15 @@
 #include <unistd.h>
 
 #include "bootstrap/socket.h"
-#include "core/err.h"
-#include "core/wait.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/wait.h"
 
 #define MS (1000ull * 1000ull)
 #define SEC (1000ull * MS)
 #define BIG (1u << 20)
 
-static double ms_since(uint64_t t0) { return (double)(wait_now_ns() - t0) / 1e6; }
+static double ms_since(uint64_t t0) { return (double)(clock_now_ns() - t0) / 1e6; }
 
 static void fill_pattern(unsigned char *p, size_t n, uint32_t seed)
 {
@@ -184,7 +185,7 @@ static void pair_open(pair_t *p)
     assert_int_equal(p->bound.sa.sa_family, AF_INET);
     assert_int_not_equal(ntohs(p->bound.sin.sin_port), 0);
     assert_int_equal(ntohl(p->bound.sin.sin_addr.s_addr), 0x7f000001u);
-    uint64_t deadline = wait_now_ns() + 5 * SEC;
+    uint64_t deadline = clock_now_ns() + 5 * SEC;
     assert_int_equal(sock_connect(&p->bound, deadline, &p->cfd), CCL_SUCCESS);
     assert_int_equal(sock_accept(p->lfd, deadline, &p->sfd), CCL_SUCCESS);
     assert_true(p->cfd >= 0 && p->sfd >= 0);
@@ -216,7 +217,7 @@ typedef struct {
 static void *xfer_thread(void *arg)
 {
     xfer_t *x = arg;
-    uint64_t deadline = wait_now_ns() + 10 * SEC;
+    uint64_t deadline = clock_now_ns() + 10 * SEC;
     if (x->mode == 0)
         x->rc = sock_send_all(x->fd, x->sbuf, x->len, deadline);
     else
@@ -237,18 +238,18 @@ static void test_send_recv_one_way(void **state)
     xfer_t x = {.fd = p.cfd, .sbuf = src, .len = BIG, .mode = 0};
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, xfer_thread, &x), 0);
-    assert_int_equal(sock_recv_all(p.sfd, dst, BIG, wait_now_ns() + 10 * SEC), CCL_SUCCESS);
+    assert_int_equal(sock_recv_all(p.sfd, dst, BIG, clock_now_ns() + 10 * SEC), CCL_SUCCESS);
     pthread_join(t, NULL);
     assert_int_equal(x.rc, CCL_SUCCESS);
     assert_memory_equal(src, dst, BIG);
     /* Zero-length transfers return at once. */
-    assert_int_equal(sock_send_all(p.cfd, src, 0, wait_now_ns() + SEC), CCL_SUCCESS);
-    assert_int_equal(sock_recv_all(p.sfd, dst, 0, wait_now_ns() + SEC), CCL_SUCCESS);
+    assert_int_equal(sock_send_all(p.cfd, src, 0, clock_now_ns() + SEC), CCL_SUCCESS);
+    assert_int_equal(sock_recv_all(p.sfd, dst, 0, clock_now_ns() + SEC), CCL_SUCCESS);
     /* And a few short messages, in order. */
     for (int i = 0; i < 50; i++) {
         uint32_t v = 0x1000u + (uint32_t)i, got = 0;
-        assert_int_equal(sock_send_all(p.sfd, &v, sizeof v, wait_now_ns() + SEC), CCL_SUCCESS);
-        assert_int_equal(sock_recv_all(p.cfd, &got, sizeof got, wait_now_ns() + SEC), CCL_SUCCESS);
+        assert_int_equal(sock_send_all(p.sfd, &v, sizeof v, clock_now_ns() + SEC), CCL_SUCCESS);
+        assert_int_equal(sock_recv_all(p.cfd, &got, sizeof got, clock_now_ns() + SEC), CCL_SUCCESS);
         assert_int_equal(got, v);
     }
     free(src);
@@ -271,7 +272,7 @@ static void test_sendrecv_both_ways(void **state)
     memset(r2, 0, BIG);
     xfer_t a = {.fd = p.cfd, .sbuf = s1, .rbuf = r1, .len = BIG, .mode = 1};
     xfer_t b = {.fd = p.sfd, .sbuf = s2, .rbuf = r2, .len = BIG, .mode = 1};
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     pthread_t ta, tb;
     assert_int_equal(pthread_create(&ta, NULL, xfer_thread, &a), 0);
     assert_int_equal(pthread_create(&tb, NULL, xfer_thread, &b), 0);
@@ -297,17 +298,17 @@ static void test_recv_from_closed_peer(void **state)
     pair_open(&p);
     /* The peer sends 10 of the 100 bytes expected, then closes. */
     unsigned char msg[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, buf[100];
-    assert_int_equal(sock_send_all(p.sfd, msg, sizeof msg, wait_now_ns() + SEC), CCL_SUCCESS);
+    assert_int_equal(sock_send_all(p.sfd, msg, sizeof msg, clock_now_ns() + SEC), CCL_SUCCESS);
     sock_close(&p.sfd);
     assert_int_equal(p.sfd, -1);
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     err_clear();
-    assert_int_equal(sock_recv_all(p.cfd, buf, sizeof buf, wait_now_ns() + 5 * SEC), CCL_ERR_REMOTE);
+    assert_int_equal(sock_recv_all(p.cfd, buf, sizeof buf, clock_now_ns() + 5 * SEC), CCL_ERR_REMOTE);
     assert_true(ms_since(t0) < 1000.0);
     assert_true(err_message()[0] != '\0');
     assert_memory_equal(buf, msg, sizeof msg);
     /* Again, with nothing at all left to read. */
-    assert_int_equal(sock_recv_all(p.cfd, buf, 1, wait_now_ns() + 5 * SEC), CCL_ERR_REMOTE);
+    assert_int_equal(sock_recv_all(p.cfd, buf, 1, clock_now_ns() + 5 * SEC), CCL_ERR_REMOTE);
     pair_close(&p);
 }
 
@@ -323,8 +324,8 @@ static void test_send_to_closed_peer(void **state)
     size_t len = 16u << 20;
     unsigned char *src = calloc(1, len);
     assert_non_null(src);
-    uint64_t t0 = wait_now_ns();
-    assert_int_equal(sock_send_all(p.cfd, src, len, wait_now_ns() + 5 * SEC), CCL_ERR_REMOTE);
+    uint64_t t0 = clock_now_ns();
+    assert_int_equal(sock_send_all(p.cfd, src, len, clock_now_ns() + 5 * SEC), CCL_ERR_REMOTE);
     assert_true(ms_since(t0) < 2000.0);
     free(src);
     pair_close(&p);
@@ -340,7 +341,7 @@ static void test_accept_times_out(void **state)
     assert_int_equal(sock_addr_parse("127.0.0.1:1", &any), CCL_SUCCESS);
     any.sin.sin_port = 0;
     assert_int_equal(sock_listen(&any, &lfd, &bound), CCL_SUCCESS);
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     err_clear();
     assert_int_equal(sock_accept(lfd, t0 + 100 * MS, &fd), CCL_ERR_TIMEOUT);
     double ms = ms_since(t0);
@@ -351,7 +352,7 @@ static void test_accept_times_out(void **state)
     }
     assert_int_equal(fd, -1);
     /* A deadline already past still returns (at once). */
-    t0 = wait_now_ns();
+    t0 = clock_now_ns();
     assert_int_equal(sock_accept(lfd, t0 - 1, &fd), CCL_ERR_TIMEOUT);
     assert_true(ms_since(t0) < 100.0);
     sock_close(&lfd);
@@ -365,7 +366,7 @@ static void test_recv_times_out(void **state)
     pair_t p;
     pair_open(&p);
     unsigned char buf[16];
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     assert_int_equal(sock_recv_all(p.cfd, buf, sizeof buf, t0 + 150 * MS), CCL_ERR_TIMEOUT);
     double ms = ms_since(t0);
     if (ms < 145.0 || ms > 1000.0) {
@@ -379,7 +380,7 @@ static void test_recv_times_out(void **state)
     size_t len = 64u << 20;
     unsigned char *big = calloc(1, len);
     assert_non_null(big);
-    t0 = wait_now_ns();
+    t0 = clock_now_ns();
     assert_int_equal(sock_send_all(p.cfd, big, len, t0 + 200 * MS), CCL_ERR_TIMEOUT);
     ms = ms_since(t0);
     if (ms < 195.0 || ms > 1200.0) {
@@ -407,7 +408,7 @@ static void test_connect_nobody_listening(void **state)
     (void)state;
     sock_addr_t addr = unused_port();
     int fd = -1;
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     err_clear();
     ccl_result_t rc = sock_connect(&addr, t0 + 200 * MS, &fd);
     double ms = ms_since(t0);
@@ -443,17 +444,17 @@ static void test_connect_waits_for_late_listener(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, late_listener, &l), 0);
     int fd = -1;
-    uint64_t t0 = wait_now_ns();
+    uint64_t t0 = clock_now_ns();
     ccl_result_t rc = sock_connect(&l.addr, t0 + 5 * SEC, &fd);
     pthread_join(t, NULL);
     assert_int_equal(l.rc, CCL_SUCCESS);
     assert_int_equal(rc, CCL_SUCCESS);
     assert_true(ms_since(t0) >= 140.0);
     int sfd = -1;
-    assert_int_equal(sock_accept(l.lfd, wait_now_ns() + 2 * SEC, &sfd), CCL_SUCCESS);
+    assert_int_equal(sock_accept(l.lfd, clock_now_ns() + 2 * SEC, &sfd), CCL_SUCCESS);
     uint64_t v = 0x0123456789abcdefULL, got = 0;
-    assert_int_equal(sock_send_all(fd, &v, sizeof v, wait_now_ns() + SEC), CCL_SUCCESS);
-    assert_int_equal(sock_recv_all(sfd, &got, sizeof got, wait_now_ns() + SEC), CCL_SUCCESS);
+    assert_int_equal(sock_send_all(fd, &v, sizeof v, clock_now_ns() + SEC), CCL_SUCCESS);
+    assert_int_equal(sock_recv_all(sfd, &got, sizeof got, clock_now_ns() + SEC), CCL_SUCCESS);
     assert_true(got == v);
     sock_close(&fd);
     sock_close(&sfd);

@@ -33,7 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/err.h"
+#include "base/err.h"
 #include "topo/topo.h"
 
 /* LeakSanitizer (make SANITIZE=address): hwloc's PCI discovery of a live

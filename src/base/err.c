@@ -1,7 +1,7 @@
 /*
  * err.c - result codes, their strings, and the per-thread last message.
  */
-#include "core/err.h"
+#include "base/err.h"
 
 #include <stdarg.h>
 #include <stdio.h>

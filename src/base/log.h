@@ -4,8 +4,8 @@
  * Messages carry host, pid and, once known, the rank, so interleaved output
  * from many processes stays readable.
  */
-#ifndef CCL_CORE_LOG_H
-#define CCL_CORE_LOG_H
+#ifndef CCL_BASE_LOG_H
+#define CCL_BASE_LOG_H
 
 typedef enum { LOG_NONE = 0, LOG_VERSION, LOG_WARN, LOG_INFO, LOG_TRACE } log_level_t;
 
@@ -38,8 +38,6 @@ static inline int log_enabled(log_level_t level, log_subsys_t sub)
 }
 void log_write(log_level_t level, log_subsys_t sub, const char *file, int line,
                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* For param.c, which runs before the log configuration exists. */
-void log_early_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Rank shown in this thread's log lines (-1: unknown). */
 void log_set_rank(int rank);
 

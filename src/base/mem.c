@@ -18,9 +18,9 @@
  * 120-133 us instead of 164-204 with 4 KiB pages. Where the kernel refuses,
  * the buffer keeps 4 KiB pages and works the same.
  */
-#include "core/mem.h"
-#include "core/err.h"
-#include "core/log.h"
+#include "base/mem.h"
+#include "base/err.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <pthread.h>

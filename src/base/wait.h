@@ -7,8 +7,8 @@
  * unbounded. With more ranks than cores (8 ranks on 2 cores) spinning only
  * steals time from the rank we wait for, so the spin budget drops to zero.
  */
-#ifndef CCL_CORE_WAIT_H
-#define CCL_CORE_WAIT_H
+#ifndef CCL_BASE_WAIT_H
+#define CCL_BASE_WAIT_H
 
 #include "ccl.h"
 #include <stdatomic.h>
@@ -47,8 +47,6 @@ typedef struct {
     int spin;           /* microseconds to spin before yielding */
     int yield;          /* microseconds to yield before sleeping */
 } wait_policy_t;
-
-uint64_t wait_now_ns(void);
 
 /* A thread that may be cancelled from another (a nonblocking init's: its
  * comm's abort flag) names the flag here; the bootstrap's socket waits and

@@ -4,9 +4,10 @@
  * The futex calls use the shared (not PRIVATE) form because the words live in
  * POSIX shared memory mapped by several processes.
  */
-#include "core/wait.h"
-#include "core/err.h"
-#include "core/param.h"
+#include "base/clock.h"
+#include "base/wait.h"
+#include "base/err.h"
+#include "base/param.h"
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -21,13 +22,6 @@
  * enough that abort and dead peers are noticed promptly, long enough to cost
  * nothing measurable. */
 #define WAIT_SLEEP_NS (5 * 1000 * 1000)
-
-uint64_t wait_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 int wait_fence_is_light;
 static pid_t wait_setup_pid; /* the process that registered (a forked child registers again) */
@@ -127,7 +121,7 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
 {
     uint64_t start = 0;
     if (policy->spin > 0) {
-        start = wait_now_ns();
+        start = clock_now_ns();
         uint64_t spin_ns = (uint64_t)policy->spin * 1000;
         for (;;) {
             for (int i = 0; i < 32; i++) {
@@ -135,15 +129,15 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
                     return CCL_SUCCESS;
                 wait_cpu_relax();
             }
-            if (wait_now_ns() - start >= spin_ns)
+            if (clock_now_ns() - start >= spin_ns)
                 break;
         }
     } else {
-        start = wait_now_ns();
+        start = clock_now_ns();
     }
     uint64_t last_check = start;
     for (;;) {
-        uint64_t now = wait_now_ns();
+        uint64_t now = clock_now_ns();
         if (now - start < (uint64_t)policy->yield * 1000) {
             for (int i = 0; i < 64; i++) {
                 if (atomic_load_explicit(word, memory_order_acquire) != old)
@@ -165,7 +159,7 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
             if (atomic_load_explicit(word, memory_order_acquire) != old)
                 return CCL_SUCCESS;
         }
-        now = wait_now_ns();
+        now = clock_now_ns();
         if (policy->check && now - last_check >= WAIT_SLEEP_NS) {
             last_check = now;
             ccl_result_t res = policy->check(policy->arg, now - start);

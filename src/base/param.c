@@ -5,15 +5,34 @@
  * number is reported once at WARN and the default is used, so a typo never
  * turns into a silent zero.
  */
-#include "core/param.h"
-#include "core/log.h"
+#include "base/param.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Straight to stderr: parameters are read before the log configuration
+ * exists (the log reads its own settings from this table), so this file
+ * must not depend on log.c. */
+__attribute__((format(printf, 1, 2))) static void param_warn(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof buf - 2)
+        n = (int)sizeof buf - 2;
+    buf[n++] = '\n';
+    fprintf(stderr, "ccl WARN %.*s", n, buf);
+}
 
 typedef enum { KIND_INT, KIND_NUM, KIND_STR } param_kind_t;
 
@@ -26,7 +45,7 @@ typedef struct {
 
 static const param_desc_t param_table[PARAM_COUNT] = {
 #define CCL_PARAM(name, kind, def, doc) {"CCL_" #name, KIND_##kind, def, doc},
-#include "core/params.def"
+#include "base/params.def"
 #undef CCL_PARAM
 };
 
@@ -82,11 +101,11 @@ static void param_load(void)
         if (p->kind == KIND_INT && param_parse_size(text, &param_ints[i]) != 0) {
             param_parse_size(p->def, &param_ints[i]);
             param_strs[i] = p->def;
-            log_early_warn("ignoring %s=\"%s\": not an integer; using %s", p->name, text, p->def);
+            param_warn("ignoring %s=\"%s\": not an integer; using %s", p->name, text, p->def);
         } else if (p->kind == KIND_NUM && param_parse_num(text, &param_nums[i]) != 0) {
             param_parse_num(p->def, &param_nums[i]);
             param_strs[i] = p->def;
-            log_early_warn("ignoring %s=\"%s\": not a number; using %s", p->name, text, p->def);
+            param_warn("ignoring %s=\"%s\": not a number; using %s", p->name, text, p->def);
         }
     }
 }

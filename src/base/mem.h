@@ -5,8 +5,8 @@
  * host can map them and read our data in place. mem_find tells whether a
  * range lies inside such a buffer and how a peer names it.
  */
-#ifndef CCL_CORE_MEM_H
-#define CCL_CORE_MEM_H
+#ifndef CCL_BASE_MEM_H
+#define CCL_BASE_MEM_H
 
 #include <stddef.h>
 #include <stdint.h>

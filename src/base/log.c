@@ -5,8 +5,8 @@
  * buffer and written with a single write() so lines from concurrent ranks do
  * not interleave mid-line.
  */
-#include "core/log.h"
-#include "core/param.h"
+#include "base/log.h"
+#include "base/param.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -117,17 +117,3 @@ void log_write(log_level_t level, log_subsys_t sub, const char *file, int line, 
     (void)w; /* nowhere left to report a failed diagnostic write */
 }
 
-void log_early_warn(const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (n > (int)sizeof buf - 2)
-        n = (int)sizeof buf - 2;
-    buf[n++] = '\n';
-    fprintf(stderr, "ccl WARN %.*s", n, buf);
-}

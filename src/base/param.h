@@ -5,14 +5,14 @@
  * collective's fast path must not parse strings. Tests that change the
  * environment do so before the first ccl call of a process (or fork).
  */
-#ifndef CCL_CORE_PARAM_H
-#define CCL_CORE_PARAM_H
+#ifndef CCL_BASE_PARAM_H
+#define CCL_BASE_PARAM_H
 
 #include <stdint.h>
 
 typedef enum {
 #define CCL_PARAM(name, kind, def, doc) PARAM_##name,
-#include "core/params.def"
+#include "base/params.def"
 #undef CCL_PARAM
     PARAM_COUNT
 } param_id_t;

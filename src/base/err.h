@@ -9,11 +9,11 @@
  * The message is kept per thread; the public entry points copy it into the
  * communicator so ccl_get_last_error(comm) works from any thread.
  */
-#ifndef CCL_CORE_ERR_H
-#define CCL_CORE_ERR_H
+#ifndef CCL_BASE_ERR_H
+#define CCL_BASE_ERR_H
 
 #include "ccl.h"
-#include "core/log.h"
+#include "base/log.h"
 
 #define CCL_API __attribute__((visibility("default")))
 
