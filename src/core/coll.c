@@ -12,6 +12,8 @@
  */
 #include "core/argcheck.h"
 #include "core/comm.h"
+#include "core/check_args.h"
+#include "exec/exec.h"
 #include "base/err.h"
 #include "core/fault.h"
 #include "base/param.h"

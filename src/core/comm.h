@@ -8,7 +8,7 @@
 #include "algos/schedule.h"
 #include "bootstrap/bootstrap.h"
 #include "ccl.h"
-#include "core/exec_lock.h"
+#include "exec/lock.h"
 #include "topo/topo.h"
 #include "topo/tune.h"
 #include "transport/net.h"
@@ -78,7 +78,7 @@ struct ccl_comm {
     uint32_t nslots;
     int spin, yield;         /* wait policy (us), from the local rank count */
     int copy_help;           /* CCL_COPY_HELP, settled: we copy part of what peers read from us (shm_help.h) */
-    int copy_help_idle;      /* ... at least in calls where we receive nothing (exec_ctx_init) */
+    int copy_help_idle;      /* ... at least in calls where we receive nothing (exec/host.c, exec_ctx_init) */
     void *scratch;           /* 2 * slot_size bytes: reductions that stream out, premultiplied input */
     size_t stream_threshold; /* results this large are written non-temporally */
     size_t stream_copies_from; /* ... and those of allgather and broadcast (comm_stream_thresholds) */
@@ -88,7 +88,7 @@ struct ccl_comm {
     size_t net_zero_copy_threshold; /* calls this large send to other hosts from the user buffer */
     shm_peer_cache_t peer_maps;   /* peers' registered buffers we mapped */
 
-    exec_lock_t exec_lock;     /* one collective at a time per comm (exec_lock.c) */
+    exec_lock_t exec_lock;     /* one collective at a time per comm (exec/lock.c) */
     /* The bootstrap ring after init (ccl_comm_split): not exec_lock, which a
      * collective holds while it waits for peers that may be in the split. */
     pthread_mutex_t bs_lock;
@@ -233,38 +233,7 @@ void connect_p2p_close(struct ccl_comm *comm);
 /* Lets streams waiting on the comm's P2P connections go on (abort). */
 void connect_p2p_release(struct ccl_comm *comm);
 
-/* exec_device.c: collectives on device buffers over P2P, queued on the
- * user's stream. Candidate: a collective the device executor runs whose
- * buffers are all device memory, on a CUDA stream or NULL, on a comm where
- * P2P was not found impossible. Cheap and local; the call then decides
- * (sets up P2P if needed) and *taken says whether it ran the call: if
- * not, the caller stages it. */
-int exec_device_candidate(const coll_args_t *a, ccl_stream_t stream);
-ccl_result_t exec_device_run(const coll_args_t *a, ccl_stream_t stream, int *taken);
-/* Calls this process queued through the device executor (for tests). */
-extern _Atomic unsigned long exec_device_calls;
 
-/* exec_host.c. One job per communicator: the calls on it, in the order
- * every rank agrees on, each with its schedule. */
-typedef struct {
-    struct ccl_comm *comm;
-    const coll_args_t *calls; /* ncalls, in engine order */
-    const sched_t *scheds;    /* ncalls */
-    int ncalls;
-} exec_job_t;
-/* Groups of up to this many calls keep their bookkeeping (coll.c) and
- * executor state (exec_host.c) on the stack: with a malloc and a free per
- * array, an 8-byte send/recv pair spent a fifth of its time in the
- * allocator. */
-#define COMM_GROUP_INLINE 8
-/* Runs all jobs to completion, progressing them together (one thread may
- * drive every rank of a ccl_comm_init_all group). On failure *failed is the
- * index of the job that failed. */
-ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed);
-/* The one-shot path: every rank reads what it needs from the board. */
-ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *args);
-/* Bytes one call puts on the board per rank at most (same on every rank). */
-size_t exec_board_bytes(const coll_args_t *args, int nranks);
 
 /* coll.c: runs calls now, on the calling thread (one call, or a group's
  * calls; several comms allowed). Takes every comm's exec_lock. */
@@ -283,36 +252,8 @@ ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out)
 ccl_result_t watch_p2p_start(struct ccl_comm *comm);
 void watch_p2p_stop(struct ccl_comm *comm);
 
-/* The fused 2-rank allreduce on one host (exec_pair.c, ALGO_PAIR): each
- * rank reduces slices of both inputs into both outputs. *ran is 0 when it
- * did nothing because a rank's buffers are not ccl_mem_alloc ones (or
- * cannot be mapped): both ranks then run another algorithm. */
-ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *args, int *ran);
 
-/* exec_host.c: what an executor's wait checks while it sleeps
- * (exec_wait_check, a wait_check_fn): the failures exec_local_failure
- * finds, and CCL_TIMEOUT without progress, naming the rank behind. */
-typedef struct {
-    struct ccl_comm *comm;
-    int peer;            /* -1: every rank (the board) */
-    const char *what;    /* "receive from" / "send to" */
-    uint64_t idle_since; /* last progress of the whole executor; 0: this wait's start */
-    int others;          /* other steps wait too: come back to re-check them */
-} exec_wait_ctx_t;
-ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns);
-/* exec_host.c: after a call failed, waits until a peer that copies into
- * our buffer has finished the `want` slices it took (*count), or marked
- * *count closed (bit 31), or died, or a few seconds passed. */
-void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint32_t *count, uint32_t want);
 
-/* exec_host.c: whether a process of this host has exited (a zombie counts). */
-int exec_pid_dead(pid_t pid);
-/* exec_host.c: what ends every wait of this comm, whatever it waits for:
- * abort, a failed network, a local rank that failed (its reason) or exited
- * (only ranks first..last are looked at for that, none when last < first;
- * with closed_ok, not a rank that closed the comm in order first). CCL_SUCCESS, or the error
- * with a message ending "while we waited to <what>". */
-ccl_result_t exec_local_failure(struct ccl_comm *comm, int first, int last, int closed_ok, const char *what);
 /* coll.c: counts a call that is about to run (fault injection, progress
  * beacon); under exec_lock. */
 void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq);
@@ -336,11 +277,6 @@ ccl_result_t group_add(const coll_args_t *args, ccl_result_t checked, ccl_stream
 ccl_result_t redop_resolve(struct ccl_comm *comm, coll_args_t *args, const char *name);
 void redop_free(struct ccl_comm *comm);
 int redop_new_tag(void);
-
-/* check_args.c: CCL_CHECK_ARGS=1, before anything is sent: all ranks of
- * each job exchange what they were called with. Runs the exchange through
- * the executor (so it works when one thread drives several ranks). */
-ccl_result_t check_args_run(exec_job_t *jobs, int njobs, int *failed);
 
 /* tuner.c: the cost model's inputs, agreed by all ranks (at init, after
  * the FIFOs and the board exist); the pick for one call (bytes: as

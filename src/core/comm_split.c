@@ -11,6 +11,7 @@
  * bootstrap listener (bootstrap/rejoin.c).
  */
 #include "core/comm.h"
+#include "exec/exec.h"
 #include "base/err.h"
 
 #include <stdlib.h>

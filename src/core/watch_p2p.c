@@ -27,6 +27,7 @@
  * a teardown that holds it can stop (join) the thread.
  */
 #include "core/comm.h"
+#include "exec/exec.h"
 #include "base/err.h"
 #include "base/log.h"
 

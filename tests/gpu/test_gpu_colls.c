@@ -29,6 +29,7 @@
  *   --staged  CCL_P2P_DISABLE=1: none may, and the results are the same.
  */
 #include "core/comm.h"
+#include "exec/exec.h"
 #include "device/cuda_rt.h"
 #include "test_coll.h"
 #include "test_common.h"

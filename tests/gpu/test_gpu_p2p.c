@@ -22,6 +22,7 @@
  * Every case asserts which path ran with the device executor's counter.
  */
 #include "core/comm.h"
+#include "exec/exec.h"
 #include "device/cuda_rt.h"
 #include "test_common.h"
 #include "test_launch.h"

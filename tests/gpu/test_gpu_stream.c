@@ -24,6 +24,7 @@
  *              need anything the blocked call holds.
  */
 #include "core/comm.h"
+#include "exec/exec.h"
 #include "device/cuda_rt.h"
 #include "test_common.h"
 #include "test_launch.h"

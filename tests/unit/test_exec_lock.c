@@ -1,5 +1,5 @@
 /*
- * test_exec_lock.c - a comm's lock (src/core/exec_lock.h) and the
+ * test_exec_lock.c - a comm's lock (src/exec/lock.h) and the
  * publisher/sleeper fences behind it (wait_fence_light/heavy in wait.h).
  *
  * Covers: with CCL_MEMBARRIER=0 no thread ever owns the lock (a plain
@@ -33,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/exec_lock.h"
+#include "exec/lock.h"
 #include "base/wait.h"
 
 /* First, in a child that has not read the parameters yet. */

@@ -1,5 +1,5 @@
 /*
- * exec_pair.c - the fused 2-rank allreduce on one host (ALGO_PAIR).
+ * pair.c - the fused 2-rank allreduce on one host (ALGO_PAIR).
  *
  * Reduce-scatter then allgather, with single copy, has each rank reduce
  * half the buffer (reading both inputs' halves) into its own output, then
@@ -26,6 +26,7 @@
  * (coll.c), having written nothing.
  */
 #include "core/comm.h"
+#include "exec/exec.h"
 #include "base/err.h"
 #include "core/fault.h"
 #include "base/mem.h"

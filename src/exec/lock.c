@@ -1,5 +1,5 @@
 /*
- * exec_lock.c - a comm's lock, biased to the thread that uses the comm.
+ * lock.c - a comm's lock, biased to the thread that uses the comm.
  *
  * Every call on a comm runs under its lock, so that two threads (an
  * application thread and a host stream's worker, or a P2P watch) never
@@ -31,7 +31,7 @@
  * Without membarrier (wait_asymmetric() is 0, or CCL_MEMBARRIER=0) no
  * thread becomes owner: a plain mutex.
  */
-#include "core/exec_lock.h"
+#include "exec/lock.h"
 #include "base/wait.h"
 
 #include <linux/membarrier.h>

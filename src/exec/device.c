@@ -1,5 +1,5 @@
 /*
- * exec_device.c - the device executor: runs a collective's schedule on the
+ * device.c - the device executor: runs a collective's schedule on the
  * user's CUDA stream over device buffers and P2P connections
  * (transport/p2p.h), so nothing of the data passes through host memory and
  * no host thread takes part once the call has returned.
@@ -30,6 +30,7 @@
  * not apply to calls run here.
  */
 #include "core/comm.h"
+#include "exec/exec.h"
 #include "base/err.h"
 #include "device/cuda_rt.h"
 #include "device/reduce.h"

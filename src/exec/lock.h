@@ -1,12 +1,12 @@
 /*
- * exec_lock.h - the lock that runs one collective at a time on a comm.
+ * lock.h - the lock that runs one collective at a time on a comm.
  *
  * A mutex, except for the thread that uses the comm alone (as NCCL asks of
  * its callers): that thread, the comm's owner, takes and drops it with
  * plain stores. exec_lock.c says why and how ownership moves.
  */
-#ifndef CCL_CORE_EXEC_LOCK_H
-#define CCL_CORE_EXEC_LOCK_H
+#ifndef CCL_EXEC_LOCK_H
+#define CCL_EXEC_LOCK_H
 
 #include <pthread.h>
 #include <stdatomic.h>
