@@ -15,7 +15,7 @@
 #include "core/check_args.h"
 #include "exec/exec.h"
 #include "base/err.h"
-#include "core/fault.h"
+#include "exec/fault.h"
 #include "base/param.h"
 #include "device/reduce.h"
 
@@ -59,7 +59,7 @@ void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq)
         if (comm->board.hdr)
             shm_board_enter(&comm->board, comm->coll_calls);
     }
-    fault_before_call(comm, seq);
+    fault_before_call(comm, comm->rank, comm->net, seq);
 }
 
 static void coll_fail_context(const coll_args_t *a, uint64_t seq, int ncalls)
@@ -146,9 +146,9 @@ static ccl_result_t coll_run_one(coll_args_t *a)
         }
     }
     if (fault_armed)
-        fault_run_done(comm);
+        fault_run_done(comm, comm->rank);
     if (res == CCL_SUCCESS && !a->internal && (fault_armed || comm->verify_every)) {
-        fault_after_call(comm, seq, a->recvbuf, a->recv_bytes);
+        fault_after_call(comm->rank, seq, a->recvbuf, a->recv_bytes);
         verify = verify_due(comm, a);
     }
 broken:
@@ -284,7 +284,7 @@ static ccl_result_t coll_run_group(const coll_args_t *in, int ncalls)
     }
     res = exec_host_run(jobs, njobs, &failed);
     for (int j = 0; fault_armed && j < njobs; j++)
-        fault_run_done(jobs[j].comm);
+        fault_run_done(jobs[j].comm, jobs[j].comm->rank);
 broken:
     if (res != CCL_SUCCESS) {
         for (int j = 0; j < njobs; j++) {

@@ -4,7 +4,7 @@
  */
 #include "core/comm.h"
 #include "base/err.h"
-#include "core/fault.h"
+#include "exec/fault.h"
 #include "core/handle.h"
 #include "base/param.h"
 #include "base/wait.h"

@@ -9,7 +9,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/mem.h"
-#include "core/fault.h"
+#include "exec/fault.h"
 #include "device/copy.h"
 #include "device/reduce.h"
 #include "transport/shm_help.h"

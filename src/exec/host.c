@@ -16,7 +16,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/mem.h"
-#include "core/fault.h"
+#include "exec/fault.h"
 #include "device/copy.h"
 #include "device/reduce.h"
 #include "transport/shm_help.h"
@@ -159,7 +159,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     int whole_out = exec_sends_whole(x, st, sc, total);
     if (whole_out && k > 0) {
         if (fault_armed)
-            CCL_TRY(fault_on_slice(comm)); /* injected faults count slices alike either way */
+            CCL_TRY(fault_on_slice(comm, comm->rank)); /* injected faults count slices alike either way */
         return 1;
     }
     if (rc && !shm_recv_ready(rc))
@@ -196,7 +196,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     if (sc && !shm_send_ready(sc))
         return 0;
     if (fault_armed)
-        CCL_TRY(fault_on_slice(comm));
+        CCL_TRY(fault_on_slice(comm, comm->rank));
     if (sc)
         CCL_TRY(shm_send_wait(sc, &now, &out));
     /* Both ends cut a step into the same slices: another length means the

@@ -14,7 +14,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/mem.h"
-#include "core/fault.h"
+#include "exec/fault.h"
 #include "device/copy.h"
 #include "device/reduce.h"
 #include "transport/shm_help.h"
@@ -412,7 +412,7 @@ ccl_result_t exec_help(struct ccl_comm *comm, int p)
         return CCL_SUCCESS;
     while (shm_help_poster_claim(help, n, &k)) {
         size_t off = (size_t)k * slot, len = total - off < slot ? total - off : slot;
-        if (fault_armed && (res = fault_on_slice(comm)) != CCL_SUCCESS) {
+        if (fault_armed && (res = fault_on_slice(comm, comm->rank)) != CCL_SUCCESS) {
             shm_help_poster_close(help, n); /* slice k stays unwritten: the reader must not wait for it */
             goto out;
         }

@@ -28,7 +28,7 @@
 #include "core/comm.h"
 #include "exec/exec.h"
 #include "base/err.h"
-#include "core/fault.h"
+#include "exec/fault.h"
 #include "base/mem.h"
 #include "device/copy.h"
 #include "device/reduce.h"
@@ -248,7 +248,7 @@ ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *a, int *ra
     *ran = 1;
     while (shm_pair_claim(block, me, n, &k)) {
         if (fault_armed)
-            CCL_TRY(fault_on_slice(comm));
+            CCL_TRY(fault_on_slice(comm, comm->rank));
         /* A peer whose call failed has returned, or soon will (after a
          * bounded wait for our slices in flight): write nothing more. */
         if (atomic_load_explicit(&other->done, memory_order_acquire) & SHM_PAIR_CLOSED)

@@ -57,7 +57,7 @@ const char *net_error(const net_t *net);
  * close, after a notice that carries why (this rank's account of what
  * failed) into their error messages. */
 void net_poison(net_t *net, const char *why);
-/* CCL_FAULT (core/fault.h): end every connection as a cut link would, or
+/* CCL_FAULT (exec/fault.h): end every connection as a cut link would, or
  * stop the proxy thread for ms milliseconds (0: until net_destroy). */
 void net_fault_drop(net_t *net);
 void net_fault_stall(net_t *net, int64_t ms);

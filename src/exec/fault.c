@@ -3,8 +3,7 @@
  * (fault.h has the syntax). Kept out of the fast path: every hook starts
  * with one test of fault_armed.
  */
-#include "core/fault.h"
-#include "core/comm.h"
+#include "exec/fault.h"
 #include "base/err.h"
 #include "base/param.h"
 
@@ -136,11 +135,11 @@ static void fault_sleep_ms(int64_t ms)
 /* A kill or failure at a slice: the comm whose call it waits in, and the
  * slices that call still moves before it. A timed kill can miss a call
  * that ends early (on a fast machine); this one always lands inside it. */
-static struct ccl_comm *_Atomic fault_slice_comm;
+static const void *_Atomic fault_slice_comm;
 static _Atomic int64_t fault_slices_left;
 static _Atomic int fault_slice_fails; /* fail, not kill */
 
-ccl_result_t fault_on_slice(struct ccl_comm *comm)
+ccl_result_t fault_on_slice(const void *comm, int rank)
 {
     if (atomic_load_explicit(&fault_slice_comm, memory_order_relaxed) != comm)
         return CCL_SUCCESS;
@@ -148,19 +147,19 @@ ccl_result_t fault_on_slice(struct ccl_comm *comm)
         return CCL_SUCCESS;
     if (atomic_load(&fault_slice_fails)) {
         atomic_store(&fault_slice_comm, NULL);
-        return err_set(CCL_ERR_INTERNAL, "CCL_FAULT: failure injected on rank %d at this slice", comm->rank);
+        return err_set(CCL_ERR_INTERNAL, "CCL_FAULT: failure injected on rank %d at this slice", rank);
     }
-    LOG_WARN(SUB_ALL, "CCL_FAULT: kill on rank %d now, inside the call", comm->rank);
+    LOG_WARN(SUB_ALL, "CCL_FAULT: kill on rank %d now, inside the call", rank);
     raise(SIGKILL);
     return CCL_SUCCESS;
 }
 
-void fault_run_done(struct ccl_comm *comm)
+void fault_run_done(const void *comm, int rank)
 {
-    struct ccl_comm *armed = comm;
+    const void *armed = comm;
     if (atomic_compare_exchange_strong(&fault_slice_comm, &armed, NULL))
         LOG_WARN(SUB_ALL, "CCL_FAULT: the %s armed on rank %d did not fire: its call moved %lld slices fewer",
-                 atomic_load(&fault_slice_fails) ? "fail" : "kill", comm->rank,
+                 atomic_load(&fault_slice_fails) ? "fail" : "kill", rank,
                  (long long)atomic_load(&fault_slices_left));
 }
 
@@ -172,9 +171,9 @@ static void *fault_killer(void *arg)
 }
 
 /* Whether f fires for this rank at this call; claims it (once) if so. */
-static int fault_claim(fault_t *f, const struct ccl_comm *comm, uint64_t seq)
+static int fault_claim(fault_t *f, int rank, uint64_t seq)
 {
-    if (f->rank >= 0 && f->rank != comm->rank)
+    if (f->rank >= 0 && f->rank != rank)
         return 0;
     if (f->kind == FAULT_DELAY && f->op == 0)
         return 1;
@@ -184,18 +183,18 @@ static int fault_claim(fault_t *f, const struct ccl_comm *comm, uint64_t seq)
     return atomic_compare_exchange_strong(&f->fired, &expected, 1);
 }
 
-void fault_before_call(struct ccl_comm *comm, uint64_t seq)
+void fault_before_call(const void *comm, int rank, net_t *net, uint64_t seq)
 {
     if (!fault_armed)
         return;
     for (int i = 0; i < nfaults; i++) {
         fault_t *f = &faults[i];
-        if (f->kind == FAULT_CORRUPT || !fault_claim(f, comm, seq))
+        if (f->kind == FAULT_CORRUPT || !fault_claim(f, rank, seq))
             continue;
         /* A delay of every call says so once, not once per call. */
         if (f->kind != FAULT_DELAY || f->op != 0 || atomic_exchange(&f->fired, 1) == 0)
             LOG_WARN(SUB_ALL, "CCL_FAULT: %s on rank %d at call #%llu (%s=%lld)%s", fault_names[f->kind],
-                     comm->rank, (unsigned long long)seq, f->slice ? "slice" : "ms", (long long)(f->slice ? f->slice : f->ms),
+                     rank, (unsigned long long)seq, f->slice ? "slice" : "ms", (long long)(f->slice ? f->slice : f->ms),
                      f->kind == FAULT_DELAY && f->op == 0 ? ", and at every call after it" : "");
         switch (f->kind) {
         case FAULT_FAIL:
@@ -216,14 +215,14 @@ void fault_before_call(struct ccl_comm *comm, uint64_t seq)
             fault_sleep_ms(f->ms);
             break;
         case FAULT_DROP:
-            if (comm->net)
-                net_fault_drop(comm->net);
+            if (net)
+                net_fault_drop(net);
             else
                 LOG_WARN(SUB_ALL, "CCL_FAULT: drop has no network connection to drop on a single-host communicator");
             break;
         case FAULT_STALL:
-            if (comm->net)
-                net_fault_stall(comm->net, f->ms);
+            if (net)
+                net_fault_stall(net, f->ms);
             else
                 LOG_WARN(SUB_ALL, "CCL_FAULT: stall needs a net progress thread (a communicator across hosts)");
             break;
@@ -233,15 +232,15 @@ void fault_before_call(struct ccl_comm *comm, uint64_t seq)
     }
 }
 
-void fault_after_call(struct ccl_comm *comm, uint64_t seq, void *recvbuf, size_t bytes)
+void fault_after_call(int rank, uint64_t seq, void *recvbuf, size_t bytes)
 {
     if (!fault_armed || !recvbuf || bytes == 0)
         return;
     for (int i = 0; i < nfaults; i++) {
         fault_t *f = &faults[i];
-        if (f->kind != FAULT_CORRUPT || !fault_claim(f, comm, seq))
+        if (f->kind != FAULT_CORRUPT || !fault_claim(f, rank, seq))
             continue;
-        LOG_WARN(SUB_ALL, "CCL_FAULT: corrupting byte %zu of rank %d's result of call #%llu", bytes / 2, comm->rank,
+        LOG_WARN(SUB_ALL, "CCL_FAULT: corrupting byte %zu of rank %d's result of call #%llu", bytes / 2, rank,
                  (unsigned long long)seq);
         ((volatile unsigned char *)recvbuf)[bytes / 2] ^= 0x5a;
     }

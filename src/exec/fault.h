@@ -24,29 +24,31 @@
  * default) matches every rank. Each fault fires once per process except
  * delay with op=0.
  */
-#ifndef CCL_CORE_FAULT_H
-#define CCL_CORE_FAULT_H
+#ifndef CCL_EXEC_FAULT_H
+#define CCL_EXEC_FAULT_H
 
 #include "ccl.h"
+#include "transport/net.h"
 
 #include <stdint.h>
-
-struct ccl_comm;
 
 /* Parses CCL_FAULT once per process; an invalid spec fails comm init. */
 ccl_result_t fault_init(void);
 /* Whether any fault is configured (the hooks below are no-ops otherwise). */
 extern int fault_armed;
+/* `comm` is the communicator, as an identity only (a slice fault fires in
+ * the call it was armed for, not in another comm's); rank is its rank in
+ * it, net its connections to other hosts (NULL on one host). */
 /* At the start of call `seq` on comm: kill, delay, drop, stall. */
-void fault_before_call(struct ccl_comm *comm, uint64_t seq);
-/* Each slice a host call moves (exec_host.c); fires kill:slice=K, and
+void fault_before_call(const void *comm, int rank, net_t *net, uint64_t seq);
+/* Each slice a host call moves (the host executor and the pair); fires kill:slice=K, and
  * returns fail:slice=K's error (message set). */
-ccl_result_t fault_on_slice(struct ccl_comm *comm);
+ccl_result_t fault_on_slice(const void *comm, int rank);
 /* After a run of calls on comm (one call, or a group's): a kill or fail
  * armed at a slice that did not come is dropped, so that it cannot fire
  * in a later call. */
-void fault_run_done(struct ccl_comm *comm);
+void fault_run_done(const void *comm, int rank);
 /* After call `seq` succeeded: corrupt its result (recvbuf, bytes). */
-void fault_after_call(struct ccl_comm *comm, uint64_t seq, void *recvbuf, size_t bytes);
+void fault_after_call(int rank, uint64_t seq, void *recvbuf, size_t bytes);
 
 #endif
