@@ -18,6 +18,8 @@
  * library works from.
  */
 #include "core/comm.h"
+#include "core/connect.h"
+#include "core/tuner.h"
 #include "base/err.h"
 #include "base/mem.h"
 #include "base/param.h"

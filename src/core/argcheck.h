@@ -5,6 +5,7 @@
 #define CCL_CORE_ARGCHECK_H
 
 #include "core/comm.h"
+#include "core/coll.h"
 
 /* CCL_SUCCESS or the specific error (message set). `name` is the API name.
  * Also fills args->send_bytes and recv_bytes (coll_args_size). */

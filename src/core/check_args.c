@@ -14,6 +14,7 @@
  * compared (they involve two ranks, not all).
  */
 #include "core/comm.h"
+#include "core/coll.h"
 #include "core/check_args.h"
 #include "exec/exec.h"
 #include "base/err.h"

@@ -12,6 +12,15 @@
  */
 #include "core/argcheck.h"
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/p2p_call.h"
+#include "core/connect.h"
+#include "core/dev_stream.h"
+#include "core/group.h"
+#include "core/redop.h"
+#include "core/stream.h"
+#include "core/tuner.h"
+#include "core/verify.h"
 #include "core/check_args.h"
 #include "exec/exec.h"
 #include "base/err.h"
@@ -352,9 +361,9 @@ static ccl_result_t coll_submit(coll_args_t *a, ccl_stream_t stream, const char 
         return coll_run_one(a);
     comm_pending_add(a->comm);
     /* Device buffers of every rank on one host: over P2P, on the stream. */
-    if (exec_device_candidate(a, stream)) {
+    if (p2p_call_candidate(a, stream)) {
         int taken = 0;
-        res = exec_device_run(a, stream, &taken);
+        res = p2p_call_run(a, stream, &taken);
         if (taken || res != CCL_SUCCESS) {
             comm_pending_done(a->comm);
             return res;

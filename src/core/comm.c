@@ -3,6 +3,10 @@
  * of a process), destroy, abort, and the queries.
  */
 #include "core/comm.h"
+#include "core/connect.h"
+#include "core/group.h"
+#include "core/redop.h"
+#include "core/tuner.h"
 #include "base/err.h"
 #include "exec/fault.h"
 #include "core/handle.h"

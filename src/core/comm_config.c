@@ -18,6 +18,7 @@
  * set, its message the comm's last error, until the user destroys it.
  */
 #include "core/comm.h"
+#include "core/connect.h"
 #include "base/err.h"
 #include "core/handle.h"
 #include "base/log.h"

@@ -22,6 +22,8 @@
  * flag) and tells the peers.
  */
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/group.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/wait.h"

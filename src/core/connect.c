@@ -26,6 +26,9 @@
  * way.
  */
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/connect.h"
+#include "core/tuner.h"
 #include "base/err.h"
 #include "base/param.h"
 

@@ -29,6 +29,8 @@
  * multi-rank device path): local rank 0 logs one WARN naming them.
  */
 #include "core/comm.h"
+#include "core/connect.h"
+#include "core/watch_p2p.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/param.h"

@@ -46,6 +46,9 @@
  * initialise CUDA, on machines with or without a GPU.
  */
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/dev_stream.h"
+#include "core/stream.h"
 #include "base/err.h"
 #include "base/mem.h"
 #include "base/param.h"

@@ -9,6 +9,11 @@
  * be freed under a queued call.
  */
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/dev_stream.h"
+#include "core/group.h"
+#include "core/stream.h"
+#include "core/tuner.h"
 #include "base/err.h"
 
 #include <stdio.h>

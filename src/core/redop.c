@@ -9,6 +9,7 @@
  * a stranger's scalar.
  */
 #include "core/comm.h"
+#include "core/redop.h"
 #include "base/err.h"
 #include "device/reduce.h"
 

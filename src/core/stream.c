@@ -7,6 +7,8 @@
  * may carry calls of several communicators.
  */
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/stream.h"
 #include "base/err.h"
 #include "core/handle.h"
 #include "base/param.h"

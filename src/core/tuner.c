@@ -16,6 +16,7 @@
  * allreduce cost table at init (rank 0), TRACE each call's pick.
  */
 #include "core/comm.h"
+#include "core/tuner.h"
 #include "base/err.h"
 #include "base/param.h"
 #include "device/reduce.h"

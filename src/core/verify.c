@@ -8,6 +8,8 @@
  * (CCL_ERR_CORRUPT) on every rank, while the communicator stays usable.
  */
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/verify.h"
 #include "base/err.h"
 #include "device/reduce.h"
 

@@ -27,6 +27,8 @@
  * a teardown that holds it can stop (join) the thread.
  */
 #include "core/comm.h"
+#include "core/connect.h"
+#include "core/watch_p2p.h"
 #include "exec/exec.h"
 #include "base/err.h"
 #include "base/log.h"

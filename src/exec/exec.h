@@ -8,7 +8,7 @@
 #ifndef CCL_EXEC_EXEC_H
 #define CCL_EXEC_EXEC_H
 
-#include "core/comm.h"
+#include "core/communicator.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,14 +41,12 @@ size_t exec_board_bytes(const coll_args_t *args, int nranks);
  * cannot be mapped): both ranks then run another algorithm. */
 ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *args, int *ran);
 
-/* device.c: collectives on device buffers over P2P, queued on the
- * user's stream. Candidate: a collective the device executor runs whose
- * buffers are all device memory, on a CUDA stream or NULL, on a comm where
- * P2P was not found impossible. Cheap and local; the call then decides
- * (sets up P2P if needed) and *taken says whether it ran the call: if
- * not, the caller stages it. */
-int exec_device_candidate(const coll_args_t *a, ccl_stream_t stream);
-ccl_result_t exec_device_run(const coll_args_t *a, ccl_stream_t stream, int *taken);
+/* device.c: queues a collective's schedule on a CUDA stream over the
+ * comm's P2P connections (up), after the comm's previous P2P call; the
+ * caller holds p2p_queue_lock. exec_device_runs: the collectives it has
+ * schedules for. */
+int exec_device_runs(sched_coll_t coll);
+ccl_result_t exec_device_submit(struct ccl_comm *comm, const coll_args_t *a, void *stream);
 /* Calls this process queued through the device executor (for tests). */
 extern _Atomic unsigned long exec_device_calls;
 

@@ -9,7 +9,7 @@
 #define CCL_EXEC_HOST_H
 
 #include "base/mem.h"
-#include "core/comm.h"
+#include "core/communicator.h"
 #include "transport/shm.h"
 #include "transport/shm_help.h"
 

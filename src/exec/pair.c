@@ -25,7 +25,7 @@
  * Unless both could, both consume the offers and run another algorithm
  * (coll.c), having written nothing.
  */
-#include "core/comm.h"
+#include "core/communicator.h"
 #include "exec/exec.h"
 #include "base/err.h"
 #include "exec/fault.h"

@@ -26,6 +26,8 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/coll.h"
+#include "core/dev_stream.h"
 #include "device/cuda_rt.h"
 
 #define CALLS 1000000

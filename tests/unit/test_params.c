@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/comm.h"
+#include "core/tuner.h"
 #include "base/param.h"
 
 /* Sentinel written into *out before a parse, to see whether it was touched. */

@@ -1,0 +1,35 @@
+/*
+ * connect.h - a communicator's connections: shm FIFOs, net connections
+ * and the board (connect.c), P2P connections between GPUs (connect_p2p.c).
+ */
+#ifndef CCL_CORE_CONNECT_H
+#define CCL_CORE_CONNECT_H
+
+#include "core/communicator.h"
+
+/* connect.c: shm FIFOs between every pair of local ranks, net connections
+ * to every rank of another host, and the one-shot board. */
+ccl_result_t connect_mesh(struct ccl_comm *comm);
+ccl_result_t connect_net(struct ccl_comm *comm);
+ccl_result_t connect_board(struct ccl_comm *comm);
+/* Faults in, at init, the FIFOs to and from the peers of the reduction
+ * algorithms this communicator may run (after tuner_init: CCL_ALGO). */
+ccl_result_t connect_prefault(struct ccl_comm *comm);
+void connect_close(struct ccl_comm *comm);
+/* Ends every connection now so that peers fail instead of waiting: why
+ * says how a collective failed here (NULL: ccl_comm_abort), and reaches
+ * them in their error messages. */
+void connect_poison(struct ccl_comm *comm, const char *why);
+
+/* connect_p2p.c: sets up the P2P connections on device `device` (a
+ * collective over the bootstrap; every rank makes it at its first
+ * candidate call). Leaves p2p.state UP or OFF (the same on every rank);
+ * fails only when the exchange itself fails. */
+ccl_result_t connect_p2p(struct ccl_comm *comm, int device);
+/* Waits (bounded) for the GPU to finish the comm's P2P work, releasing
+ * its waits when the comm was aborted or broke, then frees it all. */
+void connect_p2p_close(struct ccl_comm *comm);
+/* Lets streams waiting on the comm's P2P connections go on (abort). */
+void connect_p2p_release(struct ccl_comm *comm);
+
+#endif
