@@ -273,7 +273,8 @@ ccl_result_t coll_run_owned(coll_args_t *calls, int ncalls);
 /* Fills a->send_bytes and a->recv_bytes: what the call reads and writes
  * of the user's buffers on this rank (a->comm must be live). */
 void coll_args_size(coll_args_t *a);
-/* The schedule of one operation by one algorithm (the switch over algos/). */
+/* The schedule of one operation by one algorithm: the registry's generator
+ * (algo_schedule; a direct algorithm's peers are the ring's). */
 ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out);
 
 /* watch_p2p.c: the thread that breaks the comm and lets its streams go
