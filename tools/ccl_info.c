@@ -67,6 +67,10 @@ static void usage(FILE *f, const char *prog)
             "or this text when the name ends in .txt), CCL_BUFFSIZE, CCL_NSLOTS, CCL_ONESHOT_MAX,\n"
             "CCL_DEBUG=INFO.\n",
             prog);
+    fprintf(f, "Algorithms (the registry's, for --algo and CCL_ALGO):");
+    for (int a = 0; a < ALGO_COUNT; a++)
+        fprintf(f, "%s %s", a ? "," : "", algo_name((algo_t)a));
+    fprintf(f, "\n");
 }
 
 static const char *name_of(const topo_t *t, int idx)

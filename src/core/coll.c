@@ -10,6 +10,7 @@
  * locks those communicators, optionally cross-checks the arguments
  * (CCL_CHECK_ARGS), and runs everything together.
  */
+#include "algos/registry.h"
 #include "core/argcheck.h"
 #include "core/comm.h"
 #include "core/coll.h"
@@ -40,25 +41,12 @@ void coll_args_size(coll_args_t *a)
     a->recv_bytes = r * esz;
 }
 
-ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out)
-{
-    switch (algo) {
-    case ALGO_DIRECT: return direct_schedule(op, out);
-    case ALGO_CHAIN: return chain_schedule(op, out);
-    case ALGO_PAIRWISE: return pairwise_schedule(op, out);
-    case ALGO_TREE: return tree_schedule(op, out);
-    case ALGO_RD: return rd_schedule(op, out);
-    case ALGO_HIER: return hier_schedule(op, out);
-    default: return ring_schedule(op, out);
-    }
-}
-
 static ccl_result_t coll_schedule(struct ccl_comm *comm, const coll_args_t *a, algo_t algo, sched_t *out)
 {
     size_t esz = dev_dtype_size(a->dtype);
     sched_op_t op = {a->coll, a->count, esz, comm->nranks, comm->rank, a->root,
                      comm->layout.nnodes > 1 ? &comm->layout : NULL};
-    return coll_algo_schedule(&op, algo, out);
+    return algo_schedule(&op, algo, out);
 }
 
 void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq)
@@ -130,24 +118,29 @@ static ccl_result_t coll_run_one(coll_args_t *a)
     }
     size_t board = exec_board_bytes(a, comm->nranks);
     algo_t algo = tuner_pick(comm, a->coll, board, 0);
+    algo_run_t run = algo_registry[algo].run;
     /* A premultiplied input lives in a slot-sized buffer, and each rank's
      * scalar is its own (the pair would need both): what a group runs. */
-    if (a->premul && ((algo == ALGO_ONESHOT && board > comm->slot_size) || algo == ALGO_PAIR))
+    if (a->premul && ((run == ALGO_RUN_BOARD && board > comm->slot_size) || run == ALGO_RUN_PAIR)) {
         algo = tuner_pick(comm, a->coll, board, 1);
+        run = algo_registry[algo].run;
+    }
     LOG_TRACE(SUB_COLL, "%s #%llu: %zu x %s, %s, algo %s", sched_coll_name(a->coll), (unsigned long long)seq,
               a->count, dev_dtype_name(a->dtype), dev_op_name(a->kop), tuner_algo_name(algo));
     int ran = 0;
-    if (algo == ALGO_PAIR) {
+    if (run == ALGO_RUN_PAIR) {
         res = exec_host_pair(comm, a, &ran);
         if (res == CCL_SUCCESS && !ran) { /* a rank's buffers are not ccl_mem_alloc ones: what a group would run */
             algo = tuner_pick(comm, a->coll, board, 1);
+            run = algo_registry[algo].run;
             LOG_TRACE(SUB_COLL, "%s #%llu: pair declined, algo %s", sched_coll_name(a->coll),
                       (unsigned long long)seq, tuner_algo_name(algo));
         }
     }
-    /* Unless the pair ran, or failed after its offer went out (broken below). */
+    /* Unless the pair ran, or failed after its offer went out (broken
+     * below): the registry says how the algorithm runs. */
     if (res == CCL_SUCCESS && !ran) {
-        if (algo == ALGO_ONESHOT) {
+        if (run == ALGO_RUN_BOARD) {
             res = exec_host_oneshot(comm, a);
         } else {
             CCL_TRY(coll_schedule(comm, a, algo, &comm->sched));

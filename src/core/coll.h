@@ -14,8 +14,6 @@ ccl_result_t coll_run_owned(coll_args_t *calls, int ncalls);
 /* Fills a->send_bytes and a->recv_bytes: what the call reads and writes
  * of the user's buffers on this rank (a->comm must be live). */
 void coll_args_size(coll_args_t *a);
-/* The schedule of one operation by one algorithm (the switch over algos/). */
-ccl_result_t coll_algo_schedule(const sched_op_t *op, algo_t algo, sched_t *out);
 /* coll.c: counts a call that is about to run (fault injection, progress
  * beacon); under exec_lock. */
 void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq);

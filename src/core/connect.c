@@ -29,6 +29,7 @@
 #include "core/coll.h"
 #include "core/connect.h"
 #include "core/tuner.h"
+#include "algos/registry.h"
 #include "base/err.h"
 #include "base/param.h"
 
@@ -179,7 +180,7 @@ static ccl_result_t connect_algo_peers(const struct ccl_comm *comm, sched_coll_t
     sched_t s = {0};
     sched_op_t op = {coll, (size_t)64 * (size_t)n * (size_t)n, 4, n, comm->rank, 0,
                      comm->layout.nnodes > 1 ? &comm->layout : NULL};
-    CCL_TRY(coll_algo_schedule(&op, algo, &s));
+    CCL_TRY(algo_schedule(&op, algo, &s));
     for (int i = 0; i < s.nsteps; i++) {
         if (s.steps[i].recv_peer >= 0 && s.steps[i].recv_peer < n)
             used[s.steps[i].recv_peer] = 1;

@@ -1,6 +1,10 @@
 /*
- * tune.c - the alpha-beta cost model of every algorithm (see tune.h), the
- * pick, and CCL_ALGO's syntax.
+ * tune.c - the alpha-beta cost model of every algorithm (see tune.h): where
+ * an algorithm applies, what it costs, and the pick. Which algorithms
+ * exist, what they serve and where they apply is the registry's
+ * (algos/registry.h); each row names the formula below that prices it
+ * (its cost kind). The model's inputs are tune_model.c's, CCL_ALGO
+ * tune_algo.c's, the text for ccl-info and the log tune_text.c's.
  *
  * The model follows what the host executor does with a schedule
  * (algos/engine.h). Every step is cut into slices of one slot (s bytes);
@@ -70,13 +74,8 @@
  * named constant with its measurement.
  */
 #include "topo/tune.h"
-#include "base/err.h"
 
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 
 /* Executor overheads, from ccl-perf on the 2-core VM, 2 ranks, 8-byte
  * allreduce with each algorithm forced (-z 1, blocking): one-shot 0.2 us,
@@ -118,51 +117,6 @@
 #define TUNE_NET_END_US 110.0
 #define TUNE_NET_END_US_PER_B 0.7e-3
 
-/* Which algorithms have a schedule for each collective, whatever the
- * layout (tune_applies adds the layout and size conditions). When hier.c
- * learns a collective, add ALGO_HIER to its row and give tune_hier a case
- * for it. */
-static const unsigned tune_coll_algos[SCHED_NUM_COLLS] = {
-    [SCHED_ALLREDUCE] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_DIRECT) | TUNE_BIT(ALGO_ONESHOT) |
-                        TUNE_BIT(ALGO_TREE) | TUNE_BIT(ALGO_RD) | TUNE_BIT(ALGO_HIER) | TUNE_BIT(ALGO_PAIR),
-    [SCHED_ALLGATHER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
-    [SCHED_REDUCE_SCATTER] = TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
-    [SCHED_BROADCAST] = TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
-    [SCHED_REDUCE] = TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_ONESHOT) | TUNE_BIT(ALGO_HIER),
-    [SCHED_ALLTOALL] = TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT),
-    [SCHED_GATHER] = TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT),
-    [SCHED_SCATTER] = TUNE_BIT(ALGO_PAIRWISE) | TUNE_BIT(ALGO_ONESHOT),
-    [SCHED_P2P_SEND] = TUNE_BIT(ALGO_PAIRWISE),
-    [SCHED_P2P_RECV] = TUNE_BIT(ALGO_PAIRWISE),
-};
-
-#define TUNE_BANDWIDTH_ALGOS (TUNE_BIT(ALGO_RING) | TUNE_BIT(ALGO_CHAIN) | TUNE_BIT(ALGO_PAIRWISE))
-
-static const char *const tune_names[ALGO_COUNT] = {"ring", "direct", "oneshot", "chain",
-                                                   "pairwise", "tree", "rd", "hier", "pair"};
-
-const char *tune_algo_name(algo_t algo)
-{
-    return (unsigned)algo < ALGO_COUNT ? tune_names[algo] : "?";
-}
-
-algo_t tune_bandwidth_algo(sched_coll_t coll)
-{
-    switch (coll) {
-    case SCHED_BROADCAST:
-    case SCHED_REDUCE:
-        return ALGO_CHAIN;
-    case SCHED_ALLTOALL:
-    case SCHED_GATHER:
-    case SCHED_SCATTER:
-    case SCHED_P2P_SEND:
-    case SCHED_P2P_RECV:
-        return ALGO_PAIRWISE;
-    default:
-        return ALGO_RING;
-    }
-}
-
 double tune_action_passes(int action)
 {
     switch (action) {
@@ -173,100 +127,6 @@ double tune_action_passes(int action)
     default:
         return 1;   /* send, receive, copy, reduce: one pass */
     }
-}
-
-/* ---- the layout, reduced ------------------------------------------------ */
-
-static int tune_node(const sched_layout_t *lay, int r) { return lay ? lay->node_of[r] : 0; }
-
-static int tune_max(const int *v, int n)
-{
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (v[i] > m)
-            m = v[i];
-    return m;
-}
-
-ccl_result_t tune_model_init(tune_model_t *m, const tune_links_t *links, int nranks, const sched_layout_t *layout)
-{
-    ccl_result_t res = CCL_SUCCESS;
-    const sched_layout_t *lay = layout && layout->nnodes > 1 ? layout : NULL;
-    int nn = lay ? lay->nnodes : 1, n = nranks;
-    int *cnt = calloc((size_t)nn, sizeof *cnt);
-    if (!cnt)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for the tuner's view of %d nodes", nn);
-    memset(m, 0, sizeof *m);
-    m->link = *links;
-    m->avail = TUNE_ALL;
-    m->nranks = n;
-    m->nnodes = nn;
-    m->max_local = lay ? 0 : n;
-    m->min_local = n;
-    for (int k = 0; lay && k < nn; k++) {
-        int sz = lay->node_first[k + 1] - lay->node_first[k];
-        if (sz > m->max_local)
-            m->max_local = sz;
-        if (sz < m->min_local)
-            m->min_local = sz;
-        if ((long)sz * (n - sz) > m->a2a_flows)
-            m->a2a_flows = sz * (n - sz);
-    }
-    /* Ring edges r -> r+1 that leave a node. */
-    for (int r = 0; lay && r < n; r++) {
-        int a = tune_node(lay, r), b = tune_node(lay, (r + 1) % n);
-        if (a != b) {
-            m->ring_cross++;
-            cnt[a]++;
-        }
-    }
-    m->ring_flows = tune_max(cnt, nn);
-    /* Recursive doubling: partner r ^ 2^k among the first p ranks; the
-     * n-p others fold into r-p and get the result back from it. */
-    for (int p = 1; p * 2 <= n && m->rd_logp < TUNE_RD_MAX; p *= 2)
-        m->rd_logp++;
-    int p = 1 << m->rd_logp;
-    m->rd_extra = n - p;
-    for (int k = 0; lay && k < m->rd_logp; k++) {
-        memset(cnt, 0, (size_t)nn * sizeof *cnt);
-        for (int r = 0; r < p; r++)
-            if (tune_node(lay, r) != tune_node(lay, r ^ (1 << k)))
-                cnt[tune_node(lay, r)]++;
-        m->rd_flows[k] = tune_max(cnt, nn);
-    }
-    memset(cnt, 0, (size_t)nn * sizeof *cnt);
-    for (int r = p; lay && r < n; r++)
-        if (tune_node(lay, r) != tune_node(lay, r - p)) {
-            cnt[tune_node(lay, r)]++;     /* fold in */
-            cnt[tune_node(lay, r - p)]++; /* hand back */
-        }
-    m->rd_fold_flows = tune_max(cnt, nn);
-    /* Both trees: depth and inter-node hops of the worst leaf-to-root path,
-     * and the inter-node edges each node's NIC carries (up from the child's
-     * node, down from the parent's). */
-    memset(cnt, 0, (size_t)nn * sizeof *cnt);
-    for (int t = 0; t < 2 && n > 1; t++) {
-        for (int r = 0; r < n; r++) {
-            int parent, child[2], hops = 0, net = 0;
-            tree_links(n, t, r, &parent, child);
-            if (parent >= 0 && tune_node(lay, r) != tune_node(lay, parent)) {
-                cnt[tune_node(lay, r)]++;
-                cnt[tune_node(lay, parent)]++;
-            }
-            for (int at = r; parent >= 0 && hops <= n; at = parent, tree_links(n, t, at, &parent, child)) {
-                hops++;
-                net += tune_node(lay, at) != tune_node(lay, parent);
-            }
-            if (hops > m->tree_depth[t])
-                m->tree_depth[t] = hops;
-            if (net > m->tree_net[t])
-                m->tree_net[t] = net;
-        }
-    }
-    m->tree_flows = tune_max(cnt, nn);
-out:
-    free(cnt);
-    return res;
 }
 
 /* ---- costs ---------------------------------------------------------------- */
@@ -663,30 +523,30 @@ int tune_applies(const tune_model_t *m, sched_coll_t coll, algo_t algo, size_t s
 {
     if ((unsigned)coll >= SCHED_NUM_COLLS || (unsigned)algo >= ALGO_COUNT)
         return 0;
-    if (!(tune_coll_algos[coll] & m->avail & TUNE_BIT(algo)))
+    const algo_desc_t *d = &algo_registry[algo];
+    if (!(d->colls & ALGO_COLL(coll)) || !(m->avail & TUNE_BIT(algo)))
         return 0;
-    switch (algo) {
-    case ALGO_DIRECT:
-        return m->nranks == 2;
-    case ALGO_HIER:
-        return m->nnodes > 1;
-    case ALGO_PAIR: {
-        /* Single copy of whole buffers: never grouped (a group's steps go
-         * by slices), from the single-copy size. Whether both ranks' buffers
-         * are ccl_mem_alloc ones only the call finds out (it falls back). */
+    if ((d->min_ranks && m->nranks < d->min_ranks) || (d->max_ranks && m->nranks > d->max_ranks))
+        return 0;
+    unsigned w = d->where;
+    if (!w)
+        return 1;
+    if (((w & ALGO_ONE_NODE) && m->nnodes != 1) || ((w & ALGO_MANY_NODES) && m->nnodes <= 1) ||
+        ((w & ALGO_UNGROUPED) && grouped))
+        return 0;
+    if (w & ALGO_SINGLE_COPY) {
         size_t sc = m->link.single_copy_bytes;
-        return m->nranks == 2 && m->nnodes == 1 && !grouped && sc > 0 && size >= sc;
+        if (sc == 0 || size < sc)
+            return 0;
     }
-    case ALGO_ONESHOT: {
-        /* The board serves one call at a time, so grouped calls never use it. */
+    if (w & ALGO_BOARD_FITS) {
         tune_ev_t e = {.m = m, .coll = coll, .size = (double)size, .n = m->nranks};
         double post, read;
         tune_board(&e, &post, &read);
-        return !grouped && m->nnodes == 1 && m->link.board_bytes > 0 && post <= (double)m->link.board_bytes;
+        if (m->link.board_bytes == 0 || post > (double)m->link.board_bytes)
+            return 0;
     }
-    default:
-        return 1;
-    }
+    return 1;
 }
 
 double tune_cost(const tune_model_t *m, sched_coll_t coll, algo_t algo, size_t size, int grouped)
@@ -697,17 +557,17 @@ double tune_cost(const tune_model_t *m, sched_coll_t coll, algo_t algo, size_t s
     tune_ev_t e = {m, coll, (double)size, (double)(l->slot_bytes ? l->slot_bytes : 1), m->nranks, m->nnodes,
                    l->shm_lat, l->net_lat, 1e-3 / (l->shm_bw > 0 ? l->shm_bw : 1),
                    1e-3 / (l->net_bw > 0 ? l->net_bw : 1), grouped};
-    switch (algo) {
-    case ALGO_RING: return tune_ring(&e);
-    case ALGO_DIRECT: return tune_direct(&e);
-    case ALGO_ONESHOT: return tune_oneshot(&e);
-    case ALGO_CHAIN: return tune_chain(&e);
-    case ALGO_PAIRWISE: return tune_pairwise(&e);
-    case ALGO_TREE: return tune_tree(&e);
-    case ALGO_RD: return tune_rd(&e);
-    case ALGO_HIER: return tune_hier(&e);
-    case ALGO_PAIR: return tune_pair(&e);
-    default: return INFINITY;
+    switch (algo_registry[algo].cost) {
+    case ALGO_COST_RING: return tune_ring(&e);
+    case ALGO_COST_DIRECT: return tune_direct(&e);
+    case ALGO_COST_BOARD: return tune_oneshot(&e);
+    case ALGO_COST_CHAIN: return tune_chain(&e);
+    case ALGO_COST_PAIRWISE: return tune_pairwise(&e);
+    case ALGO_COST_TREE: return tune_tree(&e);
+    case ALGO_COST_RD: return tune_rd(&e);
+    case ALGO_COST_HIER: return tune_hier(&e);
+    case ALGO_COST_PAIR: return tune_pair(&e);
+    default: return INFINITY; /* ALGO_COST_NONE: not modelled */
     }
 }
 
@@ -720,7 +580,7 @@ algo_t tune_pick(const tune_model_t *m, sched_coll_t coll, size_t size, int grou
             apply |= TUNE_BIT(a);
     unsigned cand = apply & allowed;
     tune_why_t w = TUNE_PICK_MODEL;
-    if (!cand && (allowed & TUNE_BANDWIDTH_ALGOS)) {
+    if (!cand && (allowed & algo_bandwidth_mask())) {
         /* "ring" where the collective's bandwidth algorithm is chain or
          * pairwise means that one (CCL_ALGO=ring keeps working everywhere). */
         cand = apply & TUNE_BIT(tune_bandwidth_algo(coll));
@@ -748,234 +608,4 @@ algo_t tune_pick(const tune_model_t *m, sched_coll_t coll, size_t size, int grou
     if (why)
         *why = w;
     return (algo_t)best;
-}
-
-/* ---- CCL_ALGO ------------------------------------------------------------- */
-
-static int tune_algo_lookup(const char *name)
-{
-    static const struct { const char *name; algo_t algo; } aliases[] = {
-        {"one-shot", ALGO_ONESHOT}, {"recursive_doubling", ALGO_RD}, {"hierarchical", ALGO_HIER},
-    };
-    for (int a = 0; a < ALGO_COUNT; a++)
-        if (!strcasecmp(name, tune_names[a]))
-            return a;
-    for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
-        if (!strcasecmp(name, aliases[i].name))
-            return (int)aliases[i].algo;
-    return -1;
-}
-
-/* Collectives a prefix names (bit per sched_coll_t); 0 if unknown. NCCL's
- * names (allreduce, reducescatter, sendrecv...) and ccl's own. */
-static unsigned tune_prefix_lookup(const char *name)
-{
-    static const struct { const char *name; unsigned colls; } names[] = {
-        {"allreduce", 1u << SCHED_ALLREDUCE},
-        {"allgather", 1u << SCHED_ALLGATHER},
-        {"reducescatter", 1u << SCHED_REDUCE_SCATTER},
-        {"reduce_scatter", 1u << SCHED_REDUCE_SCATTER},
-        {"broadcast", 1u << SCHED_BROADCAST},
-        {"bcast", 1u << SCHED_BROADCAST},
-        {"reduce", 1u << SCHED_REDUCE},
-        {"alltoall", 1u << SCHED_ALLTOALL},
-        {"gather", 1u << SCHED_GATHER},
-        {"scatter", 1u << SCHED_SCATTER},
-        {"sendrecv", (1u << SCHED_P2P_SEND) | (1u << SCHED_P2P_RECV)},
-        {"p2p", (1u << SCHED_P2P_SEND) | (1u << SCHED_P2P_RECV)},
-        {"send", 1u << SCHED_P2P_SEND},
-        {"recv", 1u << SCHED_P2P_RECV},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcasecmp(name, names[i].name))
-            return names[i].colls;
-    return 0;
-}
-
-/* Trims spaces at both ends, in place. */
-static char *tune_trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t len = strlen(s);
-    while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t'))
-        s[--len] = '\0';
-    return s;
-}
-
-static void tune_bad(int *nbad, char *bad, size_t badlen, const char *fmt, const char *what)
-{
-    if ((*nbad)++ == 0 && bad && badlen)
-        snprintf(bad, badlen, fmt, what);
-}
-
-int tune_parse_algo(const char *text, unsigned allowed[SCHED_NUM_COLLS], char *bad, size_t badlen)
-{
-    int nbad = 0;
-    for (int c = 0; c < SCHED_NUM_COLLS; c++)
-        allowed[c] = TUNE_ALL;
-    if (bad && badlen)
-        bad[0] = '\0';
-    if (!text || !text[0])
-        return 0;
-    char *copy = strdup(text);
-    if (!copy)
-        return 0; /* out of memory: as if unset */
-    char *save = NULL;
-    int first = 1;
-    for (char *entry = strtok_r(copy, ";", &save); entry; entry = strtok_r(NULL, ";", &save), first = 0) {
-        unsigned colls = (1u << SCHED_NUM_COLLS) - 1;
-        char *list = entry, *colon = strchr(entry, ':');
-        if (colon) {
-            *colon = '\0';
-            list = colon + 1;
-            colls = tune_prefix_lookup(tune_trim(entry));
-            if (!colls) {
-                tune_bad(&nbad, bad, badlen, "unknown collective \"%s\"", tune_trim(entry));
-                continue;
-            }
-        } else if (!first) {
-            /* As in NCCL: it would undo every entry before it. */
-            tune_bad(&nbad, bad, badlen, "\"%s\" has no collective prefix but is not the first entry",
-                     tune_trim(entry));
-            continue;
-        }
-        list = tune_trim(list);
-        int exclude = list[0] == '^';
-        unsigned named = 0;
-        char *save2 = NULL;
-        for (char *name = strtok_r(list + exclude, ",", &save2); name; name = strtok_r(NULL, ",", &save2)) {
-            name = tune_trim(name);
-            int a = tune_algo_lookup(name);
-            if (a < 0)
-                tune_bad(&nbad, bad, badlen, "unknown algorithm \"%s\"", name);
-            else
-                named |= TUNE_BIT(a);
-        }
-        if (!named)
-            continue; /* nothing known in it: the entry changes nothing */
-        for (int c = 0; c < SCHED_NUM_COLLS; c++)
-            if (colls & (1u << c))
-                allowed[c] = exclude ? TUNE_ALL & ~named : named;
-    }
-    free(copy);
-    return nbad;
-}
-
-/* ---- text ----------------------------------------------------------------- */
-
-/* "4K", "64M", "1G", or plain bytes. */
-static void tune_size_str(size_t v, char *buf, size_t len)
-{
-    static const char units[] = "KMGT";
-    int u = -1;
-    while (v >= 1024 && v % 1024 == 0 && u < 3) {
-        v /= 1024;
-        u++;
-    }
-    if (u < 0)
-        snprintf(buf, len, "%zu", v);
-    else
-        snprintf(buf, len, "%zu%c", v, units[u]);
-}
-
-/* Microseconds in 8 characters at most. */
-static void tune_us_str(double us, char *buf, size_t len)
-{
-    if (!isfinite(us))
-        snprintf(buf, len, "-");
-    else if (us < 10)
-        snprintf(buf, len, "%.2f", us);
-    else if (us < 1000)
-        snprintf(buf, len, "%.1f", us);
-    else if (us < 1e7)
-        snprintf(buf, len, "%.0f", us);
-    else
-        snprintf(buf, len, "%.2e", us);
-}
-
-void tune_describe(const tune_model_t *m, tune_line_fn line, void *arg)
-{
-    char text[512], slot[32], board[32], cores[16], copy[32];
-    const tune_links_t *l = &m->link;
-    tune_size_str(l->slot_bytes, slot, sizeof slot);
-    tune_size_str(l->board_bytes, board, sizeof board);
-    tune_size_str(l->single_copy_bytes, copy, sizeof copy);
-    snprintf(cores, sizeof cores, "%.3g", l->cores);
-    snprintf(text, sizeof text,
-             "tuner inputs: %d ranks on %d node%s (%d to %d per node), %s cores per node, slot %s, board %s, "
-             "single copy from %s%s; shm %.3g GB/s per pass, %.3g us per hop; net %.3g GB/s per NIC, "
-             "%.3g us per hop",
-             m->nranks, m->nnodes, m->nnodes == 1 ? "" : "s", m->min_local, m->max_local, l->cores > 0 ? cores : "enough", slot,
-             l->board_bytes ? board : "none", l->single_copy_bytes ? copy : "never",
-             l->single_copy_auto ? " (automatic)" : "", l->shm_bw, l->shm_lat,
-             l->net_bw, l->net_lat);
-    line(arg, text);
-    snprintf(text, sizeof text,
-             "tuner layout: ring crosses nodes %d times (%d per NIC); trees depth %d/%d with %d/%d inter-node "
-             "hops (%d edges per NIC); recursive doubling %d exchanges + %d folded",
-             m->ring_cross, m->ring_flows, m->tree_depth[0], m->tree_depth[1], m->tree_net[0], m->tree_net[1],
-             m->tree_flows, m->rd_logp, m->rd_extra);
-    line(arg, text);
-}
-
-void tune_table(const tune_model_t *m, sched_coll_t coll, size_t min, size_t max, size_t factor, unsigned allowed,
-                tune_line_fn line, void *arg)
-{
-    char text[512], cell[32];
-    unsigned cols = tune_coll_algos[coll] & m->avail;
-    int o = snprintf(text, sizeof text, "%-14s %8s", sched_coll_name(coll), "bytes");
-    for (int a = 0; a < ALGO_COUNT; a++)
-        if (cols & TUNE_BIT(a))
-            o += snprintf(text + o, sizeof text - (size_t)o, " %9s", tune_names[a]);
-    snprintf(text + o, sizeof text - (size_t)o, "   pick (us)");
-    line(arg, text);
-    if (factor < 2)
-        factor = 2;
-    for (size_t size = min ? min : 1; size <= max && size > 0; size *= factor) {
-        tune_size_str(size, cell, sizeof cell);
-        o = snprintf(text, sizeof text, "%-14s %8s", "", cell);
-        for (int a = 0; a < ALGO_COUNT; a++) {
-            if (!(cols & TUNE_BIT(a)))
-                continue;
-            tune_us_str(tune_cost(m, coll, (algo_t)a, size, 0), cell, sizeof cell);
-            o += snprintf(text + o, sizeof text - (size_t)o, " %9s", cell);
-        }
-        algo_t pick = tune_pick(m, coll, size, 0, allowed, NULL, NULL);
-        snprintf(text + o, sizeof text - (size_t)o, "   %s", tune_names[pick]);
-        line(arg, text);
-        if (size > max / factor)
-            break;
-    }
-}
-
-/* ---- layouts for ccl-info and the tests ------------------------------------ */
-
-ccl_result_t tune_layout_blocked(int nranks, int nnodes, sched_layout_t *out)
-{
-    ccl_result_t res = CCL_SUCCESS;
-    memset(out, 0, sizeof *out);
-    if (nranks < 1 || nnodes < 1 || nnodes > nranks)
-        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "a layout needs 1 <= nodes (%d) <= ranks (%d)", nnodes, nranks);
-    int *arr = calloc((size_t)(3 * nranks + nnodes + 1), sizeof *arr);
-    if (!arr)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for a layout of %d ranks", nranks);
-    int *node_of = arr, *local = arr + nranks, *ranks = arr + 2 * nranks, *first = arr + 3 * nranks;
-    for (int k = 0; k <= nnodes; k++)
-        first[k] = (int)((long)nranks * k / nnodes);
-    for (int k = 0; k < nnodes; k++)
-        for (int r = first[k]; r < first[k + 1]; r++) {
-            node_of[r] = k;
-            local[r] = r - first[k];
-            ranks[r] = r;
-        }
-    *out = (sched_layout_t){nnodes, node_of, local, first, ranks};
-out:
-    return res;
-}
-
-void tune_layout_free(sched_layout_t *lay)
-{
-    free((void *)lay->node_of);
-    memset(lay, 0, sizeof *lay);
 }

@@ -17,29 +17,16 @@
 #ifndef CCL_TOPO_TUNE_H
 #define CCL_TOPO_TUNE_H
 
+#include "algos/registry.h"
 #include "algos/schedule.h"
 #include "ccl.h"
 
 #include <stddef.h>
 
-/* Every algorithm an executor can run. ring, chain and pairwise are the
- * bandwidth algorithms of their collectives (ring: allreduce, allgather,
- * reduce-scatter; chain: broadcast, reduce; pairwise: the rest). */
-typedef enum {
-    ALGO_RING = 0,
-    ALGO_DIRECT,   /* 2-rank allreduce: each rank sends all, reduces all */
-    ALGO_ONESHOT,  /* single host, small: through the shared board */
-    ALGO_CHAIN,    /* pipelined chain broadcast and reduce */
-    ALGO_PAIRWISE, /* every rank to every peer: alltoall, gather, scatter, p2p, allgather */
-    ALGO_TREE,     /* double binary tree allreduce */
-    ALGO_RD,       /* recursive doubling allreduce */
-    ALGO_HIER,     /* hierarchical allreduce (several nodes) */
-    ALGO_PAIR,     /* 2-rank allreduce on one host, single copy: both reduce, each into both outputs */
-    ALGO_COUNT
-} algo_t;
-
-#define TUNE_BIT(a) (1u << (a))
-#define TUNE_ALL ((1u << ALGO_COUNT) - 1)
+/* The algorithms are the registry's (algos/registry.h); these names stay
+ * for the tuner's callers. */
+#define TUNE_BIT(a) ALGO_BIT(a)
+#define TUNE_ALL ALGO_ALL
 
 /* What links and the executor cost. Bandwidths in GB/s (10^9 bytes per
  * second), latencies in microseconds. */
@@ -104,16 +91,23 @@ algo_t tune_pick(const tune_model_t *m, sched_coll_t coll, size_t size, int grou
                  double *cost, tune_why_t *why);
 
 /* The bandwidth algorithm of a collective: ring, chain or pairwise. */
-algo_t tune_bandwidth_algo(sched_coll_t coll);
-const char *tune_algo_name(algo_t algo);
+static inline algo_t tune_bandwidth_algo(sched_coll_t coll)
+{
+    return algo_bandwidth(coll);
+}
+static inline const char *tune_algo_name(algo_t algo)
+{
+    return algo_name(algo);
+}
 
 /* CCL_ALGO, with NCCL_ALGO's syntax: entries separated by ';', each an
  * optional collective prefix ("allreduce:") and a comma list of algorithm
  * names; a list starting with '^' names the algorithms to exclude. An
  * entry without a prefix applies to every collective and may only come
  * first. Examples: "tree,rd", "^oneshot", "ring;allreduce:tree,rd",
- * "allreduce:^ring;broadcast:chain". Fills allowed[coll] (every algorithm
- * where nothing was said). Unknown names and prefixes are skipped; returns
+ * "allreduce:^ring;broadcast:chain". The names are the registry's, and
+ * their aliases. Fills allowed[coll] (every algorithm where nothing was
+ * said). Unknown names and prefixes are skipped; returns
  * how many there were, and describes the first in bad (may be NULL). */
 int tune_parse_algo(const char *text, unsigned allowed[SCHED_NUM_COLLS], char *bad, size_t badlen);
 
