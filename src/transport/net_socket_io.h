@@ -48,8 +48,14 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int n
 /* Stops the helpers, closes the sockets, frees the comm and its requests. */
 void net_sock_comm_destroy(net_sock_comm_t *comm);
 int net_sock_comm_is_send(const net_sock_comm_t *comm);
+/* CCL_SOCKET_NTHREADS=0 (no helpers): moves what can move now and returns
+ * 1; a comm with helpers returns 0 and is left to them. */
+int net_sock_comm_progress(net_sock_comm_t *comm);
+/* Where completions and failures are announced (the plugin's activity
+ * callback); NULL: nowhere. Set by init, before any comm exists. */
+void net_sock_io_set_activity(void (*activity)(void));
 /* CCL_SOCKET_NTHREADS=0: the sockets with a message in progress, which
- * only the kernel can move on (net_socket_pollfds). */
+ * only the kernel can move on (the plugin's pollfds). */
 struct pollfd;
 int net_sock_comm_pollfds(const net_sock_comm_t *comm, struct pollfd *pfds, int max);
 const char *net_sock_comm_peer(const net_sock_comm_t *comm);
