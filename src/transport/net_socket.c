@@ -767,19 +767,10 @@ static ccl_result_t net_sock_finalize(void)
 
 static const char *net_sock_last_error(void) { return err_message(); }
 
-/* Inline progress: only connections without helper threads need it. */
-static ccl_result_t net_sock_progress(void *comm, int *inline_io)
-{
-    *inline_io = net_sock_comm_progress(comm);
-    return CCL_SUCCESS;
-}
-
-static int net_sock_pollfds(void *comm, struct pollfd *pfds, int max) { return net_sock_comm_pollfds(comm, pfds, max); }
-
 const ccl_net_v2_t net_socket_plugin = {
     .version = CCL_NET_ABI_VERSION,
     .name = "socket",
-    .caps = CCL_NET_CAP_ACTIVITY,
+    .caps = CCL_NET_CAP_ACTIVITY, /* net_socket_io.c rings it */
     .init = net_sock_init,
     .devices = net_sock_devices,
     .get_properties = net_sock_get_properties,
@@ -796,8 +787,8 @@ const ccl_net_v2_t net_socket_plugin = {
     .close_listen = net_sock_close_listen,
     .finalize = net_sock_finalize,
     .last_error = net_sock_last_error,
-    .progress = net_sock_progress,
-    .pollfds = net_sock_pollfds,
+    .progress = net_sock_comm_progress,
+    .pollfds = net_sock_comm_pollfds,
 };
 
 #ifdef NET_SOCKET_PLUGIN_SO

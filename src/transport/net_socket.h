@@ -40,6 +40,7 @@ typedef struct {
     void *pending;       /* the connection being set up */
 } net_sock_handle_t;
 _Static_assert(sizeof(net_sock_handle_t) <= CCL_NET_HANDLE_MAXSIZE, "handle too large");
+_Static_assert(NET_SOCK_MAX_SOCKS <= CCL_NET_MAX_POLLFDS, "pollfds returns one per socket");
 
 /* First bytes on each socket of a connection, connector to listener. The
  * listener groups sockets by conn_id and hands out the connection once all

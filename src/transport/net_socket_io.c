@@ -537,16 +537,18 @@ out:
 
 int net_sock_comm_is_send(const net_sock_comm_t *c) { return c->is_send; }
 
-int net_sock_comm_progress(net_sock_comm_t *c)
+ccl_result_t net_sock_comm_progress(void *comm, int *inline_io)
 {
-    if (c->nthreads > 0)
-        return 0;
-    net_io_progress_inline(c);
-    return 1;
+    net_sock_comm_t *c = comm;
+    *inline_io = c->nthreads == 0;
+    if (*inline_io)
+        net_io_progress_inline(c);
+    return CCL_SUCCESS;
 }
 
-int net_sock_comm_pollfds(const net_sock_comm_t *c, struct pollfd *pfds, int max)
+int net_sock_comm_pollfds(void *comm, struct pollfd *pfds, int max)
 {
+    const net_sock_comm_t *c = comm;
     int n = 0;
     if (c->nthreads > 0 || atomic_load_explicit(&c->failed, memory_order_acquire))
         return 0;
