@@ -33,7 +33,8 @@
 #   perf/core_rtt.c        -> build/bin/core-rtt (where the vCPUs sit: a cache line's round trip)
 #   tests/unit/*.c         -> build/tests/unit/<name> (cmocka, may use internals)
 #   tests/plugins/net_example.c -> build/tests/net-plugins/libccl-net-*.so
-#                             (a third-party net plugin the unit tests load)
+#                             (a third-party net plugin the unit tests load;
+#                             libccl-net-socket.so beside it is the built-in one)
 #   tests/sim/*.c          -> build/tests/sim/<name> (schedule simulator, internals)
 #   tests/mp/*.c           -> build/tests/mp/<name> (multi-process, public API)
 #   tests/mpi/*.c          -> build/tests/mpi/<name> (Open MPI cross-checks, mpicc)
@@ -293,18 +294,33 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(NO_LTO) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) -lcmocka $(LDLIBS)
 # Net plugins for test_net_plugin, outside tests/unit so run_all.sh does
-# not take them for tests: the example plugin, and two builds of it that
-# ccl must refuse (a wrong version field; only a v2 symbol).
+# not take them for tests: the example plugin as v1 and as v2, two builds
+# of it that ccl must refuse (a wrong version field; only a v3 symbol), and
+# the built-in socket plugin as an external one.
 NET_PLUGIN_DIR := $(BUILD)/tests/net-plugins
-NET_PLUGINS := $(NET_PLUGIN_DIR)/libccl-net-example.so $(NET_PLUGIN_DIR)/libccl-net-badversion.so \
-               $(NET_PLUGIN_DIR)/libccl-net-onlyv2.so
-$(BUILD)/tests/unit/test_net_plugin: | $(NET_PLUGINS)
+NET_PLUGINS := $(NET_PLUGIN_DIR)/libccl-net-example.so $(NET_PLUGIN_DIR)/libccl-net-example2.so \
+               $(NET_PLUGIN_DIR)/libccl-net-badversion.so $(NET_PLUGIN_DIR)/libccl-net-onlyv3.so
+$(BUILD)/tests/unit/test_net_plugin: | $(NET_PLUGINS) $(NET_PLUGIN_DIR)/libccl-net-socket.so
 $(NET_PLUGIN_DIR)/libccl-net-example.so: NET_EXAMPLE_FLAGS :=
-$(NET_PLUGIN_DIR)/libccl-net-badversion.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_VERSION=2
-$(NET_PLUGIN_DIR)/libccl-net-onlyv2.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_ONLY_V2
+$(NET_PLUGIN_DIR)/libccl-net-example2.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_V2
+$(NET_PLUGIN_DIR)/libccl-net-badversion.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_VERSION=3
+$(NET_PLUGIN_DIR)/libccl-net-onlyv3.so: NET_EXAMPLE_FLAGS := -DNET_EXAMPLE_ONLY_V3
 $(NET_PLUGINS): tests/plugins/net_example.c include/ccl_net.h include/ccl.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(NO_LTO) $(NET_EXAMPLE_FLAGS) -shared $(LDFLAGS_SAN) -o $@ $< -pthread
+# libccl-net-socket.so: the built-in TCP plugin as an external one, from the
+# same sources plus the ground floor they use (src/base, bootstrap/socket.c),
+# exporting only ccl_net_plugin_v2 (the version script hides the rest);
+# CCL_NET_PLUGIN=<path> loads it.
+NET_SOCKET_SO_SRC := src/transport/net_socket.c src/transport/net_socket_io.c src/bootstrap/socket.c \
+                     src/base/err.c src/base/log.c src/base/param.c src/base/wait.c
+tests: $(NET_PLUGIN_DIR)/libccl-net-socket.so
+$(NET_PLUGIN_DIR)/libccl-net-socket.so: $(NET_SOCKET_SO_SRC) $(wildcard src/base/*.h src/base/*.def src/transport/net_socket*.h) \
+                                        src/bootstrap/socket.h include/ccl_net.h include/ccl.h $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	printf '{ global: ccl_net_plugin_v2; local: *; };\n' >$@.map
+	$(CC) $(CFLAGS) $(NO_LTO) -DNET_SOCKET_PLUGIN_SO -shared -Wl,--no-undefined -Wl,--version-script=$@.map \
+	    $(LDFLAGS_SAN) -o $@ $(NET_SOCKET_SO_SRC) -pthread -lrt -ldl
 $(BUILD)/tests/sim/%: tests/sim/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(NO_LTO) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)

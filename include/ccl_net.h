@@ -1,5 +1,5 @@
 /*
- * ccl_net.h - the network plugin ABI of ccl (version 1).
+ * ccl_net.h - the network plugin ABI of ccl (version 2; version 1 still loads).
  *
  * A network plugin moves messages between processes on different hosts. ccl's
  * net transport (src/transport/) drives one from a progress thread: it posts
@@ -12,7 +12,9 @@
  * ----------------
  * Build a shared library named libccl-net-<name>.so that exports
  *
- *     const ccl_net_v1_t ccl_net_plugin_v1 = { .version = CCL_NET_ABI_VERSION, ... };
+ *     const ccl_net_v2_t ccl_net_plugin_v2 = { .version = CCL_NET_ABI_VERSION, ... };
+ *
+ * (or, the older ABI, const ccl_net_v1_t ccl_net_plugin_v1 with .version 1).
  *
  * and select it with CCL_NET_PLUGIN=<name> (ccl dlopen()s
  * "libccl-net-<name>.so" through the normal library search path; a value
@@ -20,8 +22,15 @@
  * this header and ccl.h (for ccl_result_t) are all it includes. ccl refuses a
  * library whose symbol is missing, whose version field differs from the ABI
  * it was built for, or whose function pointers are NULL, and says which.
- * A later ABI gets a new struct and symbol (ccl_net_v2_t, ccl_net_plugin_v2);
- * a plugin may export several to work with old and new ccl.
+ * ccl looks for ccl_net_plugin_v2 first, then ccl_net_plugin_v1. A later
+ * ABI gets a new struct and symbol (ccl_net_v3_t, ccl_net_plugin_v3); a
+ * plugin may export several to work with old and new ccl.
+ *
+ * Version 2 adds optional capabilities (see ccl_net_v2_t): an activity
+ * callback, inline progress and poll descriptors, which let ccl's progress
+ * thread sleep instead of spinning while nothing moves. The built-in TCP
+ * plugin uses all three through this struct, like any other plugin. A v1
+ * plugin is driven as a v2 plugin without any of them.
  *
  * Objects
  * -------
@@ -94,10 +103,13 @@
 extern "C" {
 #endif
 
-/* The ABI this header describes; the version field of the struct. */
-#define CCL_NET_ABI_VERSION 1
+/* The ABI this header describes; the version field of ccl_net_v2_t. */
+#define CCL_NET_ABI_VERSION 2
 /* The symbol a plugin exports, and the library name pattern. */
-#define CCL_NET_PLUGIN_SYMBOL "ccl_net_plugin_v1"
+#define CCL_NET_PLUGIN_SYMBOL "ccl_net_plugin_v2"
+/* The previous ABI, still loaded: its struct's version field and symbol. */
+#define CCL_NET_ABI_VERSION_V1 1
+#define CCL_NET_PLUGIN_SYMBOL_V1 "ccl_net_plugin_v1"
 #define CCL_NET_PLUGIN_LIB_PREFIX "libccl-net-"
 /* Bytes of the opaque connection handle listen() fills. */
 #define CCL_NET_HANDLE_MAXSIZE 128
@@ -198,6 +210,92 @@ typedef struct {
      * none); valid until the next call on that thread. */
     const char *(*last_error)(void);
 } ccl_net_v1_t;
+
+/* ---- version 2 ------------------------------------------------------------ */
+
+/* Most descriptors one comm returns from pollfds(). */
+#define CCL_NET_MAX_POLLFDS 16
+
+/* caps bits of a v2 plugin: promises that hold for every comm. */
+/* The plugin calls callbacks->activity() whenever a request may have
+ * completed or a comm failed, from whichever thread noticed it (calls made
+ * inside the caller's own isend/irecv/test/progress may be skipped). ccl's
+ * progress thread then sleeps until something rings, instead of waking
+ * every few milliseconds to test: without this bit a plugin gets that
+ * periodic look, which costs up to a few milliseconds of latency when a
+ * request completes while the thread sleeps. */
+#define CCL_NET_CAP_ACTIVITY 0x1
+
+/* What ccl hands to a v2 plugin's init(). Stays valid until finalize. */
+struct pollfd;
+typedef struct {
+    /* sizeof(ccl_net_callbacks_t) in the ccl that calls init: fields that
+     * a later ccl appends lie beyond it. */
+    uint32_t size;
+    /* Writes one log line through ccl, as in v1. Never NULL. */
+    ccl_net_log_fn_t log;
+    /* Rings ccl's doorbell: a request may have completed or a comm failed,
+     * so a sleeping progress thread looks again. Cheap when nobody sleeps
+     * (an atomic add and a load), thread-safe, never blocks. Never NULL. */
+    void (*activity)(void);
+} ccl_net_callbacks_t;
+
+/* The v2 struct: v1's functions (init takes the callbacks), then optional
+ * capabilities; a NULL function means "not supported", with what ccl does
+ * then said at each. */
+typedef struct {
+    /* CCL_NET_ABI_VERSION (2). */
+    uint32_t version;
+    const char *name;
+    /* CCL_NET_CAP_* bits. */
+    uint32_t caps;
+
+    /* Called once before anything else, with ccl's callbacks. */
+    ccl_result_t (*init)(const ccl_net_callbacks_t *callbacks);
+    /* The rest as in ccl_net_v1_t. */
+    ccl_result_t (*devices)(int *ndev);
+    ccl_result_t (*get_properties)(int dev, ccl_net_props_t *props);
+    ccl_result_t (*listen)(int dev, int rank, void *handle, void **listen_comm);
+    ccl_result_t (*connect)(int dev, int rank, void *handle, void **send_comm);
+    ccl_result_t (*accept)(void *listen_comm, void **recv_comm);
+    ccl_result_t (*reg_mr)(void *comm, void *data, size_t size, int type, void **mhandle);
+    ccl_result_t (*dereg_mr)(void *comm, void *mhandle);
+    ccl_result_t (*isend)(void *send_comm, const void *data, size_t size, uint32_t tag,
+                          void *mhandle, void **request);
+    ccl_result_t (*irecv)(void *recv_comm, int n, void **data, const size_t *sizes,
+                          const uint32_t *tags, void **mhandles, void **request);
+    ccl_result_t (*test)(void *request, int *done, size_t *sizes);
+    ccl_result_t (*close_send)(void *send_comm);
+    ccl_result_t (*close_recv)(void *recv_comm);
+    ccl_result_t (*close_listen)(void *listen_comm);
+    ccl_result_t (*finalize)(void);
+    const char *(*last_error)(void);
+
+    /* ---- optional capabilities (NULL: not supported) ---- */
+
+    /* Inline progress. Some comms have nobody of their own to move their
+     * data (no helper thread, no NIC engine: a TCP connection configured
+     * with CCL_SOCKET_NTHREADS=0, for hosts where ranks already outnumber
+     * cores); their bytes move only inside calls on them. progress() does
+     * what can be done on comm now without blocking and sets *inline_io to
+     * 1 for such a comm, 0 for one that progresses by itself. ccl asks each
+     * comm once after it is connected; for an inline comm its progress
+     * thread never sleeps on the doorbell while requests are in flight (it
+     * keeps testing them, which moves the data) and, with pollfds, sleeps
+     * in poll() on the comm's descriptors. NULL: every comm progresses by
+     * itself. Called from the thread that owns comm. */
+    ccl_result_t (*progress)(void *comm, int *inline_io);
+    /* Poll descriptors. Fills at most max (<= CCL_NET_MAX_POLLFDS)
+     * pollfds (fd, events) that become ready when comm can move again
+     * (room to send, data to read), for an inline comm whose last calls
+     * moved all they could; returns how many (0: nothing to wait for, or a
+     * comm that progresses by itself). ccl sleeps in poll() on them and on
+     * its doorbell, so that it wakes when the kernel has work rather than
+     * spinning. NULL, or an inline comm without it: ccl's progress thread
+     * does not sleep while such a comm has requests in flight (it yields
+     * the CPU between tests). Called from the thread that owns comm. */
+    int (*pollfds)(void *comm, struct pollfd *pfds, int max);
+} ccl_net_v2_t;
 
 #ifdef __cplusplus
 }

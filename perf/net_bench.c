@@ -100,7 +100,7 @@ static unsigned nb_sleep_us = 20;
 
 /* Waits for one request as a progress thread would: test() in a loop, a
  * few tries back to back, then yielding, then short sleeps. */
-static void nb_wait(const ccl_net_v1_t *n, void *req)
+static void nb_wait(const ccl_net_v2_t *n, void *req)
 {
     int done = 0;
     uint64_t deadline = nb_deadline();
@@ -121,7 +121,7 @@ static void nb_wait(const ccl_net_v1_t *n, void *req)
 /* Moves `total` bytes in messages of `size`, `window` at a time. */
 static void nb_plugin_round(nb_side_t *s, int is_send, size_t size, uint64_t total, int window)
 {
-    const ccl_net_v1_t *n = s->plugin->net;
+    const ccl_net_v2_t *n = s->plugin->net;
     uint64_t count = (total + size - 1) / size;
     void *req[NB_MAX_WINDOW];
     uint64_t posted = 0, done = 0;
@@ -247,7 +247,7 @@ static void nb_server(int lfd)
     if (cfg.nsizes > NB_MAX_SIZES || cfg.window > NB_MAX_WINDOW || cfg.window < 1)
         nb_die("bad configuration from the client");
     nb_open_plugin(&s, &cfg);
-    const ccl_net_v1_t *n = s.plugin->net;
+    const ccl_net_v2_t *n = s.plugin->net;
 
     nb_setup_t setup;
     memset(&setup, 0, sizeof setup);
@@ -297,7 +297,7 @@ static void nb_client(const sock_addr_t *server, nb_config_t *cfg)
     NB_CHECK(sock_connect(server, nb_deadline(), &s.ctl), "connecting to the server");
     NB_CHECK(sock_send_all(s.ctl, cfg, sizeof *cfg, nb_deadline()), "control");
     nb_open_plugin(&s, cfg);
-    const ccl_net_v1_t *n = s.plugin->net;
+    const ccl_net_v2_t *n = s.plugin->net;
     nb_setup_t setup;
     NB_CHECK(sock_recv_all(s.ctl, &setup, sizeof setup, nb_deadline()), "control");
     uint64_t deadline = nb_deadline();

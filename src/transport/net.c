@@ -1,15 +1,9 @@
 /*
- * net.c - the net transport: connection setup over the bootstrap, and the
- * proxy thread that moves FIFO slots through the net plugin (see net.h).
- *
- * Setup. Every rank opens one listen comm; the handles travel in a
- * bootstrap allgather; each rank connects to every remote rank while
- * accepting the connections of the others. Accepted connections do not say
- * who is calling, so each connection's first message is a hello carrying
- * the caller's rank and the comm's identity; only then are receive
- * connections matched to peers. An accepted connection whose hello is
- * wrong, fails, or names a peer already connected is dropped with a
- * warning, and the setup waits for the real one.
+ * net.c - the net transport's proxy thread, which moves FIFO slots through
+ * the net plugin (see net.h), and the life cycle around it (create, poison,
+ * faults, destroy). Connections are made by net_setup.c; the proxy speaks
+ * to every plugin, the built-in TCP one included, only through the
+ * ccl_net_v2_t of include/ccl_net.h.
  *
  * Slots. Message k on a connection is FIFO slot k: the tag is k (the plugin
  * checks that both ends agree), the size is the slice the executor posted.
@@ -29,19 +23,20 @@
  *
  * Sleeping. With nothing to do the proxy sleeps on one process-wide
  * doorbell that the executor rings when it posts or frees a net slot and
- * the built-in socket plugin's helper threads ring when a request
- * completes. Third-party plugins cannot ring it, so with one of those the
- * proxy also looks every few milliseconds. Without helpers
- * (CCL_SOCKET_NTHREADS=0) the socket plugin moves data only inside our own
- * calls; then the proxy sleeps in poll() on the sockets that wait and on an
- * eventfd that the doorbell also rings (net_poll_sleep).
+ * that plugins with CCL_NET_CAP_ACTIVITY ring (the activity callback) when
+ * a request completes. Plugins without it cannot ring it, so with one of
+ * those the proxy also looks every few milliseconds. A plugin whose comms
+ * move data only inside our own calls (inline progress, e.g. the socket
+ * plugin with CCL_SOCKET_NTHREADS=0) must be called while data is in
+ * flight: then the proxy sleeps in poll() on the descriptors its pollfds
+ * gives and on an eventfd that the doorbell also rings (net_poll_sleep),
+ * or, without pollfds, only yields.
  */
 #include "transport/net.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "transport/net_plugin.h"
-#include "transport/net_socket.h"
+#include "transport/net_state.h"
 
 #include <ctype.h>
 #include <poll.h>
@@ -55,8 +50,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NET_HELLO_TAG 0xffffffffu
-#define NET_ERR_MAX 512
 /* How long a failed rank tries to get its notices out before it closes
  * every connection: notices to peers that read go out in microseconds;
  * this only bounds the wait on peers that do not (a cut link). */
@@ -82,6 +75,8 @@ static pthread_once_t net_bell_fd_once = PTHREAD_ONCE_INIT;
 
 static void net_bell_fd_open(void) { net_bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
+uint32_t net_activity_count(void) { return atomic_load_explicit(&net_bell, memory_order_relaxed); }
+
 void net_activity_bump(void)
 {
     atomic_fetch_add_explicit(&net_bell, 1, memory_order_seq_cst);
@@ -95,60 +90,6 @@ void net_activity_bump(void)
 }
 
 /* One direction of the connection to one peer, as the proxy sees it. */
-typedef struct {
-    int peer;
-    int is_send;
-    void *pcomm;       /* the plugin's send or recv comm */
-    shm_conn_t end;    /* the proxy's end of the FIFO; end.pos counts finished slots */
-    uint32_t posted;   /* slots handed to the plugin */
-    void *req[SHM_MAX_SLOTS];
-    int bye;           /* send: goodbye posted; recv: goodbye received */
-    void *bye_req;
-    net_hello_t hello; /* setup only */
-    void *hello_req;
-    int hello_done;
-    int broken;        /* the plugin failed this connection: nothing more to say on it */
-    /* After a failure, send: 0 nothing said, 1 goodbye posted, 2 notice
-     * posted, 3 done or given up. After a goodbye, recv: 0 no notice
-     * looked for, 1 its receive is posted, 2 resolved. */
-    int farewell;
-    void *note_req;
-    char *note;        /* where the notice lands */
-    char *note_own;    /* recv: a buffer of ours for it, when no slot was posted */
-} net_conn_t;
-
-struct net {
-    net_plugin_t *plugin;
-    int rank, nranks;
-    const bs_peer_t *peers;
-    net_conn_t *conns;       /* nconns: for each remote peer, its send then its recv */
-    int nconns;
-    uint32_t nslots;
-    size_t slot_size;
-    int spin, yield;
-    int poll_plugin;         /* a third-party plugin, which cannot ring the doorbell: look every few ms */
-    int inline_io;           /* ... because the socket plugin moves data only in our calls: sleep in poll() */
-    struct pollfd *pfds;     /* inline_io: the bell's eventfd, then the sockets that wait */
-    pthread_t thread;
-    int thread_started;
-    _Atomic int stop;        /* net_destroy: say goodbye, then exit */
-    _Atomic int poison;      /* net_poison: close everything now */
-    _Atomic int poison_claimed;
-    char poison_why[NET_ERR_MAX]; /* written by the claimer before poison is set */
-    _Atomic int failed;
-    _Atomic int fault_drop;        /* CCL_FAULT drop: end every connection as if cut */
-    _Atomic uint64_t stall_until;  /* CCL_FAULT stall: clock_now_ns() deadline; UINT64_MAX: until stop */
-    char err[NET_ERR_MAX];   /* written once, before failed is set */
-    char root[NET_ERR_MAX];  /* what our notices say: err, or the notice that caused it */
-    uint64_t farewell_since; /* proxy's: when it began telling its peers */
-    char pending[NET_ERR_MAX]; /* proxy's: a connection's failure, waiting out NET_NOTICE_GRACE_NS */
-    uint64_t pending_since;    /* proxy's: 0 when none */
-    int closed;              /* proxy's: the plugin comms are closed */
-};
-
-static const ccl_net_v1_t *net_fns(const net_t *net) { return net->plugin->net; }
-
-static const char *net_peer_host(const net_t *net, int q) { return net->peers[q].hostname; }
 
 /* First failure wins: record it, poison every FIFO so the executor's waits
  * end, and let the loop tell the peers and close the plugin comms. root is
@@ -202,7 +143,7 @@ static void net_fail_pending(net_t *net)
 
 static void net_close_comms(net_t *net)
 {
-    const ccl_net_v1_t *fn = net_fns(net);
+    const ccl_net_v2_t *fn = net_fns(net);
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         if (c->pcomm)
@@ -215,7 +156,7 @@ static void net_close_comms(net_t *net)
  * more now, -1 failed. */
 static int net_post_slot(net_t *net, net_conn_t *c)
 {
-    const ccl_net_v1_t *fn = net_fns(net);
+    const ccl_net_v2_t *fn = net_fns(net);
     void *req = NULL, *data = shm_slot_at(&c->end, c->posted);
     uint32_t tag = c->posted;
     ccl_result_t res;
@@ -261,7 +202,7 @@ static int net_test_slot(net_t *net, net_conn_t *c, size_t *got)
  * resolved, 0 while it has not arrived, -1 when it was a failure. */
 static int net_read_trailer(net_t *net, net_conn_t *c)
 {
-    const ccl_net_v1_t *fn = net_fns(net);
+    const ccl_net_v2_t *fn = net_fns(net);
     const char *host = net_peer_host(net, c->peer);
     uint32_t n = c->end.pos + 1;
     int done = 0;
@@ -352,7 +293,7 @@ static int net_progress(net_t *net, net_conn_t *c)
  * the connection failed (nothing more can be said on it), 0 meanwhile. */
 static int net_say_goodbye(net_t *net, net_conn_t *c, const char *note, size_t len)
 {
-    const ccl_net_v1_t *fn = net_fns(net);
+    const ccl_net_v2_t *fn = net_fns(net);
     if (c->farewell == 3 || c->broken || !c->pcomm)
         return 1;
     ccl_result_t res = CCL_SUCCESS;
@@ -423,12 +364,12 @@ static ccl_result_t net_sleep_check(void *arg, uint64_t waited_ns)
     (void)waited_ns;
     if (atomic_load(&net->stop) || atomic_load(&net->poison))
         return CCL_ERR_ABORTED;
-    /* Only the built-in plugin rings the doorbell on completions. */
+    /* Only plugins with CCL_NET_CAP_ACTIVITY ring the doorbell on completions. */
     return net->poll_plugin ? CCL_IN_PROGRESS : CCL_SUCCESS;
 }
 
-/* CCL_SOCKET_NTHREADS=0: nobody else moves our sockets, so we sleep until
- * one of them can move, or the doorbell rings (an executor posted, a
+/* Inline comms: nobody else moves their data, so we sleep until one of
+ * them can move (its pollfds), or the doorbell rings (an executor posted, a
  * destroy or abort began). Same handshake as a futex sleep: we count
  * ourselves in, then look at the bell, and a ringer bumps the bell, then
  * looks for sleepers; one of us sees the other. */
@@ -436,10 +377,11 @@ static void net_poll_sleep(net_t *net, uint32_t seen)
 {
     int n = 0;
     net->pfds[n++] = (struct pollfd){net_bell_fd, POLLIN, 0};
+    int (*pollfds)(void *, struct pollfd *, int) = net_fns(net)->pollfds;
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         if (c->pcomm && !c->broken)
-            n += net_socket_pollfds(c->pcomm, net->pfds + n, NET_SOCK_MAX_SOCKS);
+            n += pollfds(c->pcomm, net->pfds + n, CCL_NET_MAX_POLLFDS);
     }
     atomic_fetch_add_explicit(&net_bell_pollers, 1, memory_order_seq_cst);
     if (atomic_load_explicit(&net_bell, memory_order_seq_cst) == seen)
@@ -449,6 +391,29 @@ static void net_poll_sleep(net_t *net, uint32_t seen)
     if ((net->pfds[0].revents & POLLIN) && read(net_bell_fd, &drain, sizeof drain) < 0) {
         /* EAGAIN: another proxy drained it; each re-reads the bell anyway. */
     }
+}
+
+/* Asks each comm whether it moves data only inside our calls (inline
+ * progress); if one does and the plugin gives poll descriptors, sets up
+ * the proxy's poll() on them. */
+static ccl_result_t net_inline_setup(net_t *net)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    const ccl_net_v2_t *fn = net_fns(net);
+    for (int i = 0; fn->progress && i < net->nconns; i++) {
+        int inline_io = 0;
+        CCL_TRY(net_plugin_error(net->plugin, fn->progress(net->conns[i].pcomm, &inline_io)));
+        net->inline_io |= inline_io;
+    }
+    if (net->inline_io && fn->pollfds) {
+        pthread_once(&net_bell_fd_once, net_bell_fd_open);
+        net->pfds = calloc((size_t)net->nconns * CCL_NET_MAX_POLLFDS + 1, sizeof *net->pfds);
+        if (net_bell_fd < 0 || !net->pfds)
+            CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: cannot set up the net proxy's poll (inline progress): %s", net->rank,
+                     net_bell_fd < 0 ? "no eventfd" : "out of memory");
+    }
+out:
+    return res;
 }
 
 static void *net_proxy_main(void *arg)
@@ -514,7 +479,10 @@ static void *net_proxy_main(void *arg)
             continue;
         }
         if (net->inline_io && !atomic_load(&net->failed)) {
-            net_poll_sleep(net, seen);
+            if (net->pfds)
+                net_poll_sleep(net, seen);
+            else
+                sched_yield(); /* no descriptors to sleep on: keep testing */
             continue;
         }
         wait_policy_t pol = {net_sleep_check, net, net->spin, net->yield};
@@ -527,173 +495,6 @@ static void *net_proxy_main(void *arg)
     }
     net_close_comms(net);
     return NULL;
-}
-
-/* ---- setup ---------------------------------------------------------- */
-
-/* Names the comm in hellos without revealing its secret: a hash of it. */
-static uint64_t net_comm_id(const bs_t *bs)
-{
-    uint64_t h = 0xcbf29ce484222325ull ^ 0x6e6574; /* FNV-1a, salted "net" */
-    for (int i = 0; i < BS_SECRET_BYTES; i++) {
-        h ^= bs->secret[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-ccl_result_t net_hello_parse(const void *buf, size_t len, uint64_t comm_id, int nranks, int self, const char *from,
-                             net_hello_t *out)
-{
-    net_hello_t h;
-    if (len != sizeof h)
-        return err_set(CCL_ERR_REMOTE, "%s: a net hello is %zu bytes, this one %zu", from, sizeof h, len);
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != NET_HELLO_MAGIC)
-        return err_set(CCL_ERR_REMOTE, "%s: not a ccl net hello (magic 0x%016llx)", from,
-                       (unsigned long long)h.magic);
-    if (h.comm_id != comm_id)
-        return err_set(CCL_ERR_REMOTE, "%s: a hello from another communicator", from);
-    if (h.nranks != nranks || h.rank < 0 || h.rank >= nranks || h.rank == self)
-        return err_set(CCL_ERR_REMOTE, "%s: rank %d of %d is not a peer of rank %d of %d", from, h.rank, h.nranks,
-                       self, nranks);
-    *out = h;
-    return CCL_SUCCESS;
-}
-
-/* Connects to every remote peer and accepts theirs, hellos included, before
- * the deadline. Both directions progress in one loop since every rank
- * connects and accepts at once. */
-static ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *handles)
-{
-    ccl_result_t res = CCL_SUCCESS;
-    const ccl_net_v1_t *fn = net_fns(net);
-    int nremote = net->nconns / 2, nmatched = 0, ninflight = 0;
-    /* Accepted connections whose hello has not been matched yet; pcomm
-     * NULL marks a free entry. */
-    net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending);
-    if (!pending)
-        CCL_FAIL(CCL_ERR_SYSTEM, "out of memory");
-    uint64_t deadline = clock_now_ns() + bs->timeout_ns;
-    uint64_t comm_id = net_comm_id(bs);
-    for (;;) {
-        int waiting = 0, moved = 0;
-        for (int i = 0; i < net->nconns; i += 2) {
-            net_conn_t *c = &net->conns[i];
-            if (!c->pcomm) {
-                res = fn->connect(0, net->rank, handles + (size_t)c->peer * CCL_NET_HANDLE_MAXSIZE, &c->pcomm);
-                if (res != CCL_SUCCESS) {
-                    net_plugin_error(net->plugin, res);
-                    err_prefix("rank %d: connecting to rank %d (%s): ", net->rank, c->peer, net_peer_host(net, c->peer));
-                    goto out;
-                }
-                if (!c->pcomm) {
-                    waiting++;
-                    continue;
-                }
-                moved++;
-                c->hello = (net_hello_t){NET_HELLO_MAGIC, comm_id, net->rank, net->nranks};
-            }
-            if (!c->hello_req && !c->hello_done) {
-                CCL_TRY(net_plugin_error(net->plugin, fn->isend(c->pcomm, &c->hello, sizeof c->hello, NET_HELLO_TAG,
-                                                                NULL, &c->hello_req)));
-                if (!c->hello_req) {
-                    waiting++;
-                    continue;
-                }
-            }
-            if (!c->hello_done) {
-                CCL_TRY(net_plugin_error(net->plugin, fn->test(c->hello_req, &c->hello_done, NULL)));
-                waiting += !c->hello_done;
-                moved += c->hello_done;
-            }
-        }
-        while (nmatched + ninflight < nremote) {
-            void *rc = NULL;
-            CCL_TRY(net_plugin_error(net->plugin, fn->accept(listen_comm, &rc)));
-            if (!rc)
-                break;
-            net_conn_t *p = pending;
-            while (p->pcomm)
-                p++; /* one is free: fewer than nremote are in flight */
-            *p = (net_conn_t){.pcomm = rc};
-            ninflight++;
-            moved++;
-        }
-        waiting += nremote - nmatched - ninflight;
-        for (int a = 0; a < nremote; a++) {
-            net_conn_t *p = &pending[a];
-            if (!p->pcomm)
-                continue;
-            if (!p->hello_req) {
-                void *data = &p->hello;
-                size_t size = sizeof p->hello;
-                uint32_t tag = NET_HELLO_TAG;
-                CCL_TRY(net_plugin_error(net->plugin, fn->irecv(p->pcomm, 1, &data, &size, &tag, NULL, &p->hello_req)));
-                if (!p->hello_req) {
-                    waiting++;
-                    continue;
-                }
-            }
-            size_t got = 0;
-            char from[64];
-            snprintf(from, sizeof from, "rank %d: dropped a net connection", net->rank);
-            ccl_result_t tres = net_plugin_error(net->plugin, fn->test(p->hello_req, &p->hello_done, &got));
-            if (tres == CCL_SUCCESS && !p->hello_done) {
-                waiting++;
-                continue;
-            }
-            moved++;
-            net_hello_t h = {0}; /* set by a successful parse (zeroed for GCC under LTO) */
-            net_conn_t *c = NULL;
-            if (tres != CCL_SUCCESS)
-                LOG_WARN(SUB_NET, "%s: its hello failed: %s", from, err_message());
-            else if (net_hello_parse(&p->hello, got, comm_id, net->nranks, net->rank, from, &h) == CCL_SUCCESS) {
-                for (int i = 1; i < net->nconns; i += 2)
-                    if (net->conns[i].peer == h.rank)
-                        c = &net->conns[i];
-                if (!c)
-                    LOG_WARN(SUB_NET, "%s: rank %d is on this host, not a net peer", from, (int)h.rank);
-                else if (c->pcomm) {
-                    LOG_WARN(SUB_NET, "%s: rank %d is connected already", from, (int)h.rank);
-                    c = NULL;
-                }
-            }
-            if (c) {
-                c->pcomm = p->pcomm;
-                nmatched++;
-            } else {
-                fn->close_recv(p->pcomm); /* nothing to report: the connection is gone */
-            }
-            p->pcomm = NULL;
-            ninflight--;
-        }
-        if (waiting == 0)
-            break;
-        if (wait_check_cancel("making net connections") != CCL_SUCCESS) {
-            res = CCL_ERR_ABORTED;
-            goto out;
-        }
-        if (clock_now_ns() > deadline) {
-            for (int i = 0; i < net->nconns; i++)
-                if (!net->conns[i].pcomm || (net->conns[i].is_send && !net->conns[i].hello_done))
-                    CCL_FAIL(CCL_ERR_TIMEOUT, "rank %d: no net connection %s rank %d (%s) within %llu s (CCL_TIMEOUT)",
-                             net->rank, net->conns[i].is_send ? "to" : "from", net->conns[i].peer,
-                             net_peer_host(net, net->conns[i].peer),
-                             (unsigned long long)(bs->timeout_ns / 1000000000ull));
-            CCL_FAIL(CCL_ERR_TIMEOUT, "rank %d: net connections not complete within CCL_TIMEOUT", net->rank);
-        }
-        if (!moved) {
-            struct timespec ts = {0, 50000};
-            nanosleep(&ts, NULL);
-        }
-    }
-out:
-    for (int a = 0; pending && a < nremote; a++)
-        if (pending[a].pcomm)
-            fn->close_recv(pending[a].pcomm);
-    free(pending);
-    return res;
 }
 
 ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint32_t nslots,
@@ -724,16 +525,8 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     }
     net->nconns = 2 * nremote;
     CCL_TRY(net_plugin_get(&net->plugin));
-    net->inline_io = !net->plugin->dl && net_socket_inline_io();
-    net->poll_plugin = net->plugin->dl != NULL;
-    if (net->inline_io) {
-        pthread_once(&net_bell_fd_once, net_bell_fd_open);
-        net->pfds = calloc((size_t)net->nconns * NET_SOCK_MAX_SOCKS + 1, sizeof *net->pfds);
-        if (net_bell_fd < 0 || !net->pfds)
-            CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: cannot set up the net proxy's poll (CCL_SOCKET_NTHREADS=0): %s", rank,
-                     net_bell_fd < 0 ? "no eventfd" : "out of memory");
-    }
-    const ccl_net_v1_t *fn = net_fns(net);
+    net->poll_plugin = !(net_fns(net)->caps & CCL_NET_CAP_ACTIVITY);
+    const ccl_net_v2_t *fn = net_fns(net);
     if (net->plugin->ndev < 1)
         CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: net plugin %s found no network device (check CCL_SOCKET_IFNAME), "
                  "but ranks on other hosts need one", rank, fn->name);
@@ -752,6 +545,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     ccl_result_t bres = bs_barrier(bs);
     CCL_TRY(res);
     CCL_TRY(bres);
+    CCL_TRY(net_inline_setup(net));
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         shm_conn_t *exec_end = c->is_send ? &send_conns[c->peer] : &recv_conns[c->peer];

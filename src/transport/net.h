@@ -5,7 +5,7 @@
  * on another host the FIFO lives in this process's private memory and its
  * far end belongs to the comm's progress ("proxy") thread, which moves slots
  * over a net plugin (include/ccl_net.h, CCL_NET_PLUGIN, the built-in TCP
- * one by default): slots the executor posts on a send FIFO go out with
+ * one by default, spoken to only through its ccl_net_v2_t): slots the executor posts on a send FIFO go out with
  * isend, and the proxy keeps irecvs posted into the free slots of each
  * receive FIFO, publishing them as their data arrives. The executor's code
  * is the same for both transports; only references (single copy) are
@@ -65,8 +65,12 @@ void net_fault_stall(net_t *net, int64_t ms);
  * closes the connections. NULL is allowed. */
 void net_destroy(net_t *net);
 
-/* Built-in plugins call this when a request may have completed, so that a
- * sleeping proxy thread looks again (third-party plugins are polled). */
+/* The process-wide doorbell of the proxies: the executor rings it when it
+ * posts or frees a net slot, and it is the activity callback that v2 net
+ * plugins get (ccl_net_callbacks_t), rung when a request may have completed,
+ * so that a sleeping proxy thread looks again. */
 void net_activity_bump(void);
+/* How often it has rung so far (tests check that a plugin rings it). */
+uint32_t net_activity_count(void);
 
 #endif

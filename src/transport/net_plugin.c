@@ -7,7 +7,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/param.h"
-#include "transport/net_socket.h"
+#include "transport/net.h"
+#include "transport/net_socket.h" /* the built-in table: the only use of it outside the plugin */
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -16,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* When ccl_net_plugin_v1 is missing, newer symbols up to this version are
- * looked for, to tell "built for another ccl" from "not a plugin". */
+/* When neither symbol is there, newer ones up to this version are looked
+ * for, to tell "built for another ccl" from "not a plugin". */
 #define NET_PLUGIN_MAX_PROBED_VERSION 16
 
 static pthread_mutex_t net_plugin_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -41,31 +42,58 @@ static void net_plugin_log(int level, const char *file, int line, const char *fm
     log_write((log_level_t)level, SUB_ALL, file ? file : "plugin", line, "%s", buf);
 }
 
-/* The first NULL function of a plugin struct, or NULL if all are set. */
-static const char *net_plugin_missing_fn(const ccl_net_v1_t *n)
+/* The first NULL required function of a plugin struct (v1 and v2 name
+ * them alike), or NULL if all are set. */
+#define NET_PLUGIN_MISSING_FN(T)                                                       \
+    static const char *net_plugin_missing_##T(const T *n)                              \
+    {                                                                                  \
+        const void *fns[] = {n->name, (const void *)n->init, (const void *)n->devices,  \
+            (const void *)n->get_properties, (const void *)n->listen,                   \
+            (const void *)n->connect, (const void *)n->accept, (const void *)n->reg_mr, \
+            (const void *)n->dereg_mr, (const void *)n->isend, (const void *)n->irecv,  \
+            (const void *)n->test, (const void *)n->close_send,                         \
+            (const void *)n->close_recv, (const void *)n->close_listen,                 \
+            (const void *)n->finalize, (const void *)n->last_error};                    \
+        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)                         \
+            if (!fns[i])                                                                \
+                return net_plugin_fn_names[i];                                          \
+        return NULL;                                                                    \
+    }
+static const char *const net_plugin_fn_names[] = {
+    "name", "init", "devices", "get_properties", "listen", "connect", "accept", "reg_mr", "dereg_mr",
+    "isend", "irecv", "test", "close_send", "close_recv", "close_listen", "finalize", "last_error"};
+NET_PLUGIN_MISSING_FN(ccl_net_v1_t)
+NET_PLUGIN_MISSING_FN(ccl_net_v2_t)
+
+/* What ccl gives v2 plugins: its log and its doorbell. */
+static const ccl_net_callbacks_t net_plugin_callbacks = {
+    .size = sizeof(ccl_net_callbacks_t), .log = net_plugin_log, .activity = net_activity_bump};
+
+/* A v1 plugin driven as v2: the same functions, no capability (init is
+ * called through p->v1, with the log alone). */
+static void net_plugin_adapt_v1(net_plugin_t *p, const ccl_net_v1_t *n)
 {
-#define NET_PLUGIN_NEED(f) \
-    if (!n->f)             \
-        return #f;
-    NET_PLUGIN_NEED(name)
-    NET_PLUGIN_NEED(init)
-    NET_PLUGIN_NEED(devices)
-    NET_PLUGIN_NEED(get_properties)
-    NET_PLUGIN_NEED(listen)
-    NET_PLUGIN_NEED(connect)
-    NET_PLUGIN_NEED(accept)
-    NET_PLUGIN_NEED(reg_mr)
-    NET_PLUGIN_NEED(dereg_mr)
-    NET_PLUGIN_NEED(isend)
-    NET_PLUGIN_NEED(irecv)
-    NET_PLUGIN_NEED(test)
-    NET_PLUGIN_NEED(close_send)
-    NET_PLUGIN_NEED(close_recv)
-    NET_PLUGIN_NEED(close_listen)
-    NET_PLUGIN_NEED(finalize)
-    NET_PLUGIN_NEED(last_error)
-#undef NET_PLUGIN_NEED
-    return NULL;
+    p->v1 = n;
+    p->v1_as_v2 = (ccl_net_v2_t){
+        .version = CCL_NET_ABI_VERSION_V1, .name = n->name, .devices = n->devices,
+        .get_properties = n->get_properties, .listen = n->listen, .connect = n->connect, .accept = n->accept,
+        .reg_mr = n->reg_mr, .dereg_mr = n->dereg_mr, .isend = n->isend, .irecv = n->irecv, .test = n->test,
+        .close_send = n->close_send, .close_recv = n->close_recv, .close_listen = n->close_listen,
+        .finalize = n->finalize, .last_error = n->last_error};
+    p->net = &p->v1_as_v2;
+}
+
+/* Checks a found struct: its version field and its required functions. */
+static ccl_result_t net_plugin_check(const net_plugin_t *p, const char *lib, const char *sym, uint32_t version,
+                                     int want, const char *missing)
+{
+    if (version != (uint32_t)want)
+        return err_set(CCL_ERR_INVALID_USAGE, "CCL_NET_PLUGIN=%s: %s in %s declares version %u, this ccl reads "
+                       "version %d there", p->name, sym, lib, version, want);
+    if (missing)
+        return err_set(CCL_ERR_INVALID_USAGE, "CCL_NET_PLUGIN=%s: %s in %s leaves %s NULL", p->name, sym, lib,
+                       missing);
+    return CCL_SUCCESS;
 }
 
 static ccl_result_t net_plugin_load(net_plugin_t *p)
@@ -78,29 +106,33 @@ static ccl_result_t net_plugin_load(net_plugin_t *p)
     p->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!p->dl)
         return err_set(CCL_ERR_SYSTEM, "CCL_NET_PLUGIN=%s: cannot load %s: %s", p->name, lib, dlerror());
-    const ccl_net_v1_t *n = dlsym(p->dl, CCL_NET_PLUGIN_SYMBOL);
-    if (!n) {
-        for (int v = NET_PLUGIN_MAX_PROBED_VERSION; v >= 2; v--) {
-            snprintf(sym, sizeof sym, "ccl_net_plugin_v%d", v);
-            if (dlsym(p->dl, sym))
-                return err_set(CCL_ERR_INVALID_USAGE,
-                               "CCL_NET_PLUGIN=%s: %s exports %s but not %s: it was built for net plugin "
-                               "ABI version %d, this ccl speaks version %d",
-                               p->name, lib, sym, CCL_NET_PLUGIN_SYMBOL, v, CCL_NET_ABI_VERSION);
-        }
-        return err_set(CCL_ERR_INVALID_USAGE, "CCL_NET_PLUGIN=%s: %s does not export %s (not a ccl net plugin?)",
-                       p->name, lib, CCL_NET_PLUGIN_SYMBOL);
+    const ccl_net_v2_t *n2 = dlsym(p->dl, CCL_NET_PLUGIN_SYMBOL);
+    if (n2) {
+        ccl_result_t res = net_plugin_check(p, lib, CCL_NET_PLUGIN_SYMBOL, n2->version, CCL_NET_ABI_VERSION,
+                                            net_plugin_missing_ccl_net_v2_t(n2));
+        if (res == CCL_SUCCESS)
+            p->net = n2;
+        return res;
     }
-    if (n->version != CCL_NET_ABI_VERSION)
-        return err_set(CCL_ERR_INVALID_USAGE,
-                       "CCL_NET_PLUGIN=%s: %s in %s declares version %u, this ccl speaks version %d",
-                       p->name, CCL_NET_PLUGIN_SYMBOL, lib, n->version, CCL_NET_ABI_VERSION);
-    const char *missing = net_plugin_missing_fn(n);
-    if (missing)
-        return err_set(CCL_ERR_INVALID_USAGE, "CCL_NET_PLUGIN=%s: %s in %s leaves %s NULL", p->name,
-                       CCL_NET_PLUGIN_SYMBOL, lib, missing);
-    p->net = n;
-    return CCL_SUCCESS;
+    const ccl_net_v1_t *n1 = dlsym(p->dl, CCL_NET_PLUGIN_SYMBOL_V1);
+    if (n1) {
+        ccl_result_t res = net_plugin_check(p, lib, CCL_NET_PLUGIN_SYMBOL_V1, n1->version, CCL_NET_ABI_VERSION_V1,
+                                            net_plugin_missing_ccl_net_v1_t(n1));
+        if (res == CCL_SUCCESS)
+            net_plugin_adapt_v1(p, n1);
+        return res;
+    }
+    for (int v = NET_PLUGIN_MAX_PROBED_VERSION; v > CCL_NET_ABI_VERSION; v--) {
+        snprintf(sym, sizeof sym, "ccl_net_plugin_v%d", v);
+        if (dlsym(p->dl, sym))
+            return err_set(CCL_ERR_INVALID_USAGE,
+                           "CCL_NET_PLUGIN=%s: %s exports %s but neither %s nor %s: it was built for net plugin "
+                           "ABI version %d, this ccl speaks versions %d and %d",
+                           p->name, lib, sym, CCL_NET_PLUGIN_SYMBOL, CCL_NET_PLUGIN_SYMBOL_V1, v,
+                           CCL_NET_ABI_VERSION_V1, CCL_NET_ABI_VERSION);
+    }
+    return err_set(CCL_ERR_INVALID_USAGE, "CCL_NET_PLUGIN=%s: %s exports neither %s nor %s (not a ccl net plugin?)",
+                   p->name, lib, CCL_NET_PLUGIN_SYMBOL, CCL_NET_PLUGIN_SYMBOL_V1);
 }
 
 ccl_result_t net_plugin_error(const net_plugin_t *p, ccl_result_t code)
@@ -129,7 +161,7 @@ ccl_result_t net_plugin_open(const char *name, net_plugin_t **out)
         p->net = &net_socket_plugin;
     else
         CCL_TRY(net_plugin_load(p));
-    res = net_plugin_error(p, p->net->init(net_plugin_log));
+    res = net_plugin_error(p, p->v1 ? p->v1->init(net_plugin_log) : p->net->init(&net_plugin_callbacks));
     if (res != CCL_SUCCESS) {
         err_prefix("CCL_NET_PLUGIN=%s: init failed: ", p->name);
         goto out;

@@ -1,13 +1,16 @@
 /*
  * net_plugin.h - choosing and loading the network plugin (CCL_NET_PLUGIN).
  *
- * The net transport talks to one ccl_net_v1_t (include/ccl_net.h). It is the
- * built-in TCP plugin ("socket", net_socket.c) unless CCL_NET_PLUGIN names
- * another: NAME loads libccl-net-NAME.so through the usual library search
- * path, a value containing '/' is loaded as a path. A library that cannot be
- * loaded, lacks the ccl_net_plugin_v1 symbol, declares another version or
- * leaves a function NULL is refused with a message saying which; an explicit
- * choice never silently falls back to TCP.
+ * The net transport talks to one ccl_net_v2_t (include/ccl_net.h). It is the
+ * built-in TCP plugin ("socket", net_socket.c: this is the one file that
+ * knows it) unless CCL_NET_PLUGIN names another: NAME loads
+ * libccl-net-NAME.so through the usual library search path, a value
+ * containing '/' is loaded as a path. ccl_net_plugin_v2 is looked for first,
+ * then ccl_net_plugin_v1, whose functions are copied into a v2 struct with
+ * no optional capability. A library that cannot be loaded, lacks both
+ * symbols, declares another version or leaves a required function NULL is
+ * refused with a message saying which; an explicit choice never silently
+ * falls back to TCP.
  */
 #ifndef CCL_TRANSPORT_NET_PLUGIN_H
 #define CCL_TRANSPORT_NET_PLUGIN_H
@@ -15,7 +18,9 @@
 #include "ccl_net.h"
 
 typedef struct {
-    const ccl_net_v1_t *net; /* the functions */
+    const ccl_net_v2_t *net; /* the functions (&v1_as_v2 for a v1 plugin) */
+    const ccl_net_v1_t *v1;  /* a v1 plugin's own struct, else NULL */
+    ccl_net_v2_t v1_as_v2;   /* its functions, no capabilities */
     void *dl;                /* dlopen handle, NULL for the built-in */
     char name[256];          /* what was asked for ("socket", "example", a path) */
     int ndev;                /* devices() after init */

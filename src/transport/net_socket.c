@@ -154,15 +154,6 @@ static void net_sock_layout(int *nsocks, int *nthreads)
     *nthreads = (int)thr;
 }
 
-int net_socket_inline_io(void)
-{
-    int nsocks = 0, nthreads = 0;
-    net_sock_layout(&nsocks, &nthreads);
-    return nthreads == 0;
-}
-
-int net_socket_pollfds(void *comm, struct pollfd *pfds, int max) { return net_sock_comm_pollfds(comm, pfds, max); }
-
 /* "rank 3 at 10.0.0.2:41000", or the address alone without a rank. */
 static void net_sock_describe(char *buf, size_t len, int rank, const sock_addr_t *addr)
 {
@@ -233,9 +224,11 @@ static void net_sock_read_sysfs(int dev)
         snprintf(net_sock_g.pci[dev], sizeof net_sock_g.pci[dev], "%s", real);
 }
 
-static ccl_result_t net_sock_init(ccl_net_log_fn_t log)
+static ccl_result_t net_sock_init(const ccl_net_callbacks_t *cb)
 {
-    (void)log; /* built in: logs through ccl directly */
+    /* Logs go through base/log.c: ccl's own when built in, the plugin's
+     * copy (same CCL_DEBUG) as libccl-net-socket.so. */
+    net_sock_io_set_activity(cb ? cb->activity : NULL);
     pthread_mutex_lock(&net_sock_g.lock);
     if (net_sock_g.inits++ == 0) {
         net_sock_g.ndev = sock_list_local_addrs(net_sock_g.addr, net_sock_g.name, NET_SOCK_MAX_DEVS);
@@ -774,9 +767,10 @@ static ccl_result_t net_sock_finalize(void)
 
 static const char *net_sock_last_error(void) { return err_message(); }
 
-const ccl_net_v1_t net_socket_plugin = {
+const ccl_net_v2_t net_socket_plugin = {
     .version = CCL_NET_ABI_VERSION,
     .name = "socket",
+    .caps = CCL_NET_CAP_ACTIVITY, /* net_socket_io.c rings it */
     .init = net_sock_init,
     .devices = net_sock_devices,
     .get_properties = net_sock_get_properties,
@@ -793,4 +787,12 @@ const ccl_net_v1_t net_socket_plugin = {
     .close_listen = net_sock_close_listen,
     .finalize = net_sock_finalize,
     .last_error = net_sock_last_error,
+    .progress = net_sock_comm_progress,
+    .pollfds = net_sock_comm_pollfds,
 };
+
+#ifdef NET_SOCKET_PLUGIN_SO
+/* Built as libccl-net-socket.so (Makefile): the same table under the ABI's
+ * symbol, the one name the library exports. */
+extern const ccl_net_v2_t ccl_net_plugin_v2 __attribute__((alias("net_socket_plugin"), visibility("default")));
+#endif

@@ -1,7 +1,7 @@
 /*
  * net_socket.h - the built-in TCP net plugin ("socket") and its wire format.
  *
- * net_socket.c implements the ccl_net_v1_t entry points (devices, the
+ * net_socket.c implements the ccl_net_v2_t entry points (devices, the
  * connection handshake, registration); net_socket_io.c moves the messages.
  * A connection is several TCP sockets; each message is cut into at most one
  * stripe per socket and the stripes travel in parallel (see
@@ -40,6 +40,7 @@ typedef struct {
     void *pending;       /* the connection being set up */
 } net_sock_handle_t;
 _Static_assert(sizeof(net_sock_handle_t) <= CCL_NET_HANDLE_MAXSIZE, "handle too large");
+_Static_assert(NET_SOCK_MAX_SOCKS <= CCL_NET_MAX_POLLFDS, "pollfds returns one per socket");
 
 /* First bytes on each socket of a connection, connector to listener. The
  * listener groups sockets by conn_id and hands out the connection once all
@@ -76,8 +77,9 @@ int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap
  * before connect() keeps state in it. */
 ccl_result_t net_sock_handle_parse(const void *buf, size_t len, net_sock_handle_t *out);
 
-/* The plugin struct (the default of net_plugin.c). */
-extern const ccl_net_v1_t net_socket_plugin;
+/* The plugin struct (the default of net_plugin.c; also exported as
+ * ccl_net_plugin_v2 by libccl-net-socket.so). */
+extern const ccl_net_v2_t net_socket_plugin;
 
 /* Seconds of silence (no byte, no keepalive answer) after which a socket
  * of the plugin fails with ETIMEDOUT; derived from CCL_TIMEOUT. */
@@ -87,15 +89,4 @@ int net_sock_silence_s(void);
  * created after the call (tests and net-bench compare layouts in one
  * process; params are read once). -1 leaves a value to its param. */
 void net_socket_set_layout(int nsocks_per_thread, int nthreads);
-/* 1 when connections created now move their data only inside the caller's
- * isend/irecv/test (CCL_SOCKET_NTHREADS=0): nothing rings the net doorbell
- * on completions, so a caller must not sleep on it while data is in flight. */
-int net_socket_inline_io(void);
-/* For such a connection (comm: a send or recv comm of this plugin), the
- * sockets that wait for the kernel (room to send, data to read), at most
- * max of them, as pollfds: a caller with nothing to do sleeps in poll() on
- * them. Returns how many; 0 for a connection with helper threads. */
-struct pollfd;
-int net_socket_pollfds(void *comm, struct pollfd *pfds, int max);
-
 #endif

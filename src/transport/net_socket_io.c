@@ -4,12 +4,15 @@
  * non-blocking I/O (the protocol and the threading are described in
  * net_socket_io.h).
  *
+ * Completions and failures ring the caller's doorbell through the activity
+ * callback that ccl handed to the plugin's init (net_sock_io_set_activity):
+ * this file knows nothing of who listens.
+ *
  * Helpers never call err_set: its message is per thread and the caller's
  * thread would not see it. A helper that meets a failure records one message
  * in the comm, and the caller's next test() or post returns it.
  */
 #include "transport/net_socket_io.h"
-#include "transport/net.h"
 #include "base/err.h"
 #include "base/log.h"
 
@@ -105,6 +108,12 @@ struct net_sock_comm {
     char fail_msg[512];
 };
 
+static void net_io_no_activity(void) {}
+/* The plugin's activity callback (ccl_net_callbacks_t.activity). */
+static void (*net_io_activity)(void) = net_io_no_activity;
+
+void net_sock_io_set_activity(void (*activity)(void)) { net_io_activity = activity ? activity : net_io_no_activity; }
+
 /* Records the comm's first failure; later ones are consequences. */
 static void net_io_fail(net_sock_comm_t *c, ccl_result_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -120,7 +129,7 @@ static void net_io_fail(net_sock_comm_t *c, ccl_result_t code, const char *fmt, 
         atomic_store_explicit(&c->failed, 1, memory_order_release);
     }
     pthread_mutex_unlock(&c->fail_lock);
-    net_activity_bump(); /* a sleeping proxy tests, and sees the failure */
+    net_io_activity(); /* a sleeping proxy tests, and sees the failure */
 }
 
 /* A clean close at message seq: no byte of that message had arrived. Not
@@ -138,7 +147,7 @@ static void net_io_closed(net_sock_comm_t *c, net_sock_t *s, uint64_t seq)
         atomic_store(&c->closed_at, seq);
     }
     pthread_mutex_unlock(&c->fail_lock);
-    net_activity_bump();
+    net_io_activity();
 }
 
 /* What a socket error means for the link. ETIMEDOUT is keepalive giving
@@ -244,7 +253,7 @@ static void net_io_piece_done(net_sock_t *s)
     /* After this store the caller may reuse the slot: no access to r below. */
     atomic_store_explicit(&s->cur, atomic_load_explicit(&s->cur, memory_order_relaxed) + 1,
                           memory_order_release);
-    net_activity_bump(); /* the net proxy may sleep waiting for this */
+    net_io_activity(); /* the net proxy may sleep waiting for this */
 }
 
 int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap, uint32_t tag, const char *peer,
@@ -528,8 +537,18 @@ out:
 
 int net_sock_comm_is_send(const net_sock_comm_t *c) { return c->is_send; }
 
-int net_sock_comm_pollfds(const net_sock_comm_t *c, struct pollfd *pfds, int max)
+ccl_result_t net_sock_comm_progress(void *comm, int *inline_io)
 {
+    net_sock_comm_t *c = comm;
+    *inline_io = c->nthreads == 0;
+    if (*inline_io)
+        net_io_progress_inline(c);
+    return CCL_SUCCESS;
+}
+
+int net_sock_comm_pollfds(void *comm, struct pollfd *pfds, int max)
+{
+    const net_sock_comm_t *c = comm;
     int n = 0;
     if (c->nthreads > 0 || atomic_load_explicit(&c->failed, memory_order_acquire))
         return 0;

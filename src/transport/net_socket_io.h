@@ -48,10 +48,18 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int n
 /* Stops the helpers, closes the sockets, frees the comm and its requests. */
 void net_sock_comm_destroy(net_sock_comm_t *comm);
 int net_sock_comm_is_send(const net_sock_comm_t *comm);
-/* CCL_SOCKET_NTHREADS=0: the sockets with a message in progress, which
- * only the kernel can move on (net_socket_pollfds). */
+/* The plugin's progress (ccl_net_v2_t): CCL_SOCKET_NTHREADS=0 (no
+ * helpers) moves what can move now, *inline_io 1; a comm with helpers is
+ * left to them, *inline_io 0. comm is a net_sock_comm_t. */
+ccl_result_t net_sock_comm_progress(void *comm, int *inline_io);
+/* Where completions and failures are announced (the plugin's activity
+ * callback); NULL: nowhere. Set by init, before any comm exists. */
+void net_sock_io_set_activity(void (*activity)(void));
+/* The plugin's pollfds (ccl_net_v2_t): for CCL_SOCKET_NTHREADS=0, the
+ * sockets with a message in progress, which only the kernel can move on;
+ * none for a comm with helpers. comm is a net_sock_comm_t. */
 struct pollfd;
-int net_sock_comm_pollfds(const net_sock_comm_t *comm, struct pollfd *pfds, int max);
+int net_sock_comm_pollfds(void *comm, struct pollfd *pfds, int max);
 const char *net_sock_comm_peer(const net_sock_comm_t *comm);
 
 /* Posts a send (size bytes) or a receive (up to size bytes). *req is NULL

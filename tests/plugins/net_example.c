@@ -5,21 +5,34 @@
  *
  * It moves messages inside one process (the handle carries a pointer to the
  * listener), which is enough to run a message through ccl's loader and the
- * ABI's contract (ordering, tags, sizes, NULL until ready). The Makefile also
- * builds it with -DNET_EXAMPLE_VERSION=2 (a struct that claims another
- * version under the v1 symbol) and -DNET_EXAMPLE_ONLY_V2 (exports only
- * ccl_net_plugin_v2), which ccl must refuse.
+ * ABI's contract (ordering, tags, sizes, NULL until ready). By default it is
+ * a version 1 plugin (ccl_net_plugin_v1), which ccl must keep loading. The
+ * Makefile also builds it with -DNET_EXAMPLE_V2 (libccl-net-example2.so: a
+ * version 2 plugin with every optional capability: it rings ccl's activity
+ * callback when it queues a message, and, since its data moves only inside
+ * isend and test, reports inline progress and gives one eventfd per
+ * receive comm that is readable while a message waits), and with
+ * -DNET_EXAMPLE_VERSION=3 (a struct that claims another version under the
+ * v1 symbol) and -DNET_EXAMPLE_ONLY_V3 (exports only ccl_net_plugin_v3),
+ * which ccl must refuse.
  */
 #include "ccl_net.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #ifndef NET_EXAMPLE_VERSION
+#ifdef NET_EXAMPLE_V2
 #define NET_EXAMPLE_VERSION CCL_NET_ABI_VERSION
+#else
+#define NET_EXAMPLE_VERSION CCL_NET_ABI_VERSION_V1
+#endif
 #endif
 
 typedef struct ex_msg {
@@ -34,6 +47,7 @@ typedef struct {
     pthread_mutex_t lock;
     ex_msg_t *head, *tail;
     int refs;
+    int efd; /* semaphore eventfd: one count per queued message */
 } ex_chan_t;
 
 #define EX_BACKLOG 8
@@ -57,6 +71,7 @@ typedef struct {
 } ex_req_t;
 
 static ccl_net_log_fn_t ex_log;
+static void (*ex_activity)(void);
 static __thread char ex_err[256];
 
 static ccl_result_t ex_fail(ccl_result_t code, const char *fmt, ...)
@@ -68,12 +83,24 @@ static ccl_result_t ex_fail(ccl_result_t code, const char *fmt, ...)
     return code;
 }
 
+#ifdef NET_EXAMPLE_V2
+static ccl_result_t ex_init(const ccl_net_callbacks_t *cb)
+{
+    if (cb->size < sizeof *cb)
+        return ex_fail(CCL_ERR_INVALID_USAGE, "ccl's callbacks are %u bytes, expected %zu", cb->size, sizeof *cb);
+    ex_log = cb->log;
+    ex_activity = cb->activity;
+    ex_log(CCL_NET_LOG_INFO, __FILE__, __LINE__, "example plugin: init (v2)");
+    return CCL_SUCCESS;
+}
+#else
 static ccl_result_t ex_init(ccl_net_log_fn_t log)
 {
     ex_log = log;
     ex_log(CCL_NET_LOG_INFO, __FILE__, __LINE__, "example plugin: init");
     return CCL_SUCCESS;
 }
+#endif
 
 static ccl_result_t ex_devices(int *n)
 {
@@ -114,6 +141,12 @@ static ccl_result_t ex_connect(int dev, int rank, void *handle, void **scomm)
         free(ch);
         return ex_fail(CCL_ERR_SYSTEM, "out of memory");
     }
+    ch->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
+    if (ch->efd < 0) {
+        free(c);
+        free(ch);
+        return ex_fail(CCL_ERR_SYSTEM, "no eventfd");
+    }
     pthread_mutex_init(&ch->lock, NULL);
     ch->refs = 2;
     pthread_mutex_lock(&l->lock);
@@ -122,6 +155,7 @@ static ccl_result_t ex_connect(int dev, int rank, void *handle, void **scomm)
         l->backlog[l->n++] = ch;
     pthread_mutex_unlock(&l->lock);
     if (full) {
+        close(ch->efd);
         free(c);
         free(ch);
         *scomm = NULL; /* listener busy: the ABI lets us say "not yet" */
@@ -186,7 +220,12 @@ static ccl_result_t ex_isend(void *scomm, const void *data, size_t size, uint32_
     else
         c->chan->head = m;
     c->chan->tail = m;
+    uint64_t one = 1;
+    ssize_t w = write(c->chan->efd, &one, sizeof one); /* cannot fail below 2^64-1 messages */
+    (void)w;
     pthread_mutex_unlock(&c->chan->lock);
+    if (ex_activity)
+        ex_activity(); /* the receiver's request can complete now */
     r->comm = c;
     r->size = size;
     *request = r;
@@ -220,6 +259,9 @@ static ccl_result_t ex_test(void *request, int *done, size_t *sizes)
             ch->head = m->next;
             if (!ch->head)
                 ch->tail = NULL;
+            uint64_t one;
+            ssize_t got = read(ch->efd, &one, sizeof one); /* one count per message */
+            (void)got;
         }
         pthread_mutex_unlock(&ch->lock);
         if (!m)
@@ -257,6 +299,7 @@ static ccl_result_t ex_close(void *comm)
             free(m);
         }
         pthread_mutex_destroy(&c->chan->lock);
+        close(c->chan->efd);
         free(c->chan);
     }
     free(c);
@@ -271,8 +314,10 @@ static ccl_result_t ex_close_listen(void *lcomm)
         pthread_mutex_lock(&l->backlog[i]->lock);
         int last = --l->backlog[i]->refs == 0;
         pthread_mutex_unlock(&l->backlog[i]->lock);
-        if (last)
+        if (last) {
+            close(l->backlog[i]->efd);
             free(l->backlog[i]);
+        }
     }
     pthread_mutex_destroy(&l->lock);
     free(l);
@@ -283,8 +328,33 @@ static ccl_result_t ex_finalize(void) { return CCL_SUCCESS; }
 
 static const char *ex_last_error(void) { return ex_err; }
 
-#ifdef NET_EXAMPLE_ONLY_V2
-#define NET_EXAMPLE_SYMBOL ccl_net_plugin_v2
+#ifdef NET_EXAMPLE_V2
+/* Every message moves inside isend (the copy) and test (the copy out). */
+static ccl_result_t ex_progress(void *comm, int *inline_io)
+{
+    *inline_io = 1;
+    return CCL_SUCCESS;
+}
+
+/* A receive comm can move when a message waits: its eventfd is readable. */
+static int ex_pollfds(void *comm, struct pollfd *pfds, int max)
+{
+    ex_comm_t *c = comm;
+    if (c->is_send || max < 1)
+        return 0;
+    pfds[0] = (struct pollfd){c->chan->efd, POLLIN, 0};
+    return 1;
+}
+
+__attribute__((visibility("default"))) const ccl_net_v2_t ccl_net_plugin_v2 = {
+    .version = NET_EXAMPLE_VERSION,
+    .name = "example2",
+    .caps = CCL_NET_CAP_ACTIVITY,
+    .progress = ex_progress,
+    .pollfds = ex_pollfds,
+#else
+#ifdef NET_EXAMPLE_ONLY_V3
+#define NET_EXAMPLE_SYMBOL ccl_net_plugin_v3
 #else
 #define NET_EXAMPLE_SYMBOL ccl_net_plugin_v1
 #endif
@@ -292,6 +362,7 @@ static const char *ex_last_error(void) { return ex_err; }
 __attribute__((visibility("default"))) const ccl_net_v1_t NET_EXAMPLE_SYMBOL = {
     .version = NET_EXAMPLE_VERSION,
     .name = "example",
+#endif
     .init = ex_init,
     .devices = ex_devices,
     .get_properties = ex_props,

@@ -46,7 +46,7 @@
 #define MIB (1024u * 1024u)
 
 static net_plugin_t *P; /* the socket plugin, opened for the whole run */
-static const ccl_net_v1_t *N;
+static const ccl_net_v2_t *N;
 
 typedef struct {
     void *l, *s, *r;
