@@ -3,8 +3,9 @@
  *
  * This is the only header a user includes. It is plain C11, usable from C and
  * C++, and needs no CUDA headers. The shape follows NCCL (unique-id bootstrap,
- * communicators, NCCL's argument order) so that code written for NCCL ports
- * call for call; names are lower_snake_case with a ccl_ prefix.
+ * communicators, NCCL's argument order and type numbering), so code written
+ * for NCCL maps onto it function by function at the source level; names are
+ * lower_snake_case with a ccl_ prefix. It is not NCCL's ABI.
  *
  * Streams, host and device buffers
  * --------------------------------
@@ -25,14 +26,18 @@
  *     ccl host stream is taken for one): the call is queued on that CUDA
  *     stream and returns at once, as with NCCL; it runs after the work
  *     queued before it and before the work queued after it. Buffers may be
- *     device memory (cudaMalloc, managed) or host memory. Today device
- *     buffers are staged through pinned host memory around the host
- *     collective: correct, not fast. In a build without CUDA, or where no
+ *     device memory (cudaMalloc, managed) or host memory. Between ranks
+ *     of one host, allreduce, allgather, reduce-scatter, broadcast and
+ *     reduce on device buffers run on the GPU over CUDA IPC (P2P, unless
+ *     CCL_P2P_DISABLE=1); other calls on device buffers are staged through
+ *     pinned host memory around the host collective: correct, not fast
+ *     (docs/gpu.md). In a build without CUDA, or where no
  *     driver or GPU is found, such a call fails with CCL_ERR_UNSUPPORTED
  *     ("device buffer passed but no CUDA driver/GPU: ..."). The calling
  *     thread's current device must be the stream's. A failure after the
- *     call returned is logged, recorded for ccl_get_last_error(comm), and
- *     makes the communicator's next call fail.
+ *     call returned is logged, recorded for ccl_get_last_error(comm),
+ *     reported by ccl_comm_get_async_error, and makes the communicator's
+ *     next call fail.
  * All ranks must issue collectives on a communicator in the same order, as
  * with NCCL and MPI. Device buffers are told from host buffers with
  * cudaPointerGetAttributes, asked only when the process has loaded the CUDA

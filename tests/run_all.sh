@@ -545,6 +545,10 @@ if [[ -x "$BUILD/bin/ccl-info" ]]; then
     fi
 fi
 
+# ---- docs ------------------------------------------------------------------------------
+# docs/env.md is generated from params.def, and docs/api.md lists every result code.
+run_test "docs/check_docs" unit bash tests/check_docs.sh
+
 # ---- summary -------------------------------------------------------------------------
 echo "total time $(elapsed_since "$suite_start")s; logs in $LOGDIR/"
 if [[ $failed -gt 0 ]]; then
