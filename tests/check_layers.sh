@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.." || exit 2
 CC=${CC:-cc}
 MAX_LINES=${MAX_LINES:-800}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+[[ -n "${KEEP_WORK:-}" ]] && echo "work: $work" || trap 'rm -rf "$work"' EXIT
 breaches=0
 breach() {
     echo "BREACH $*"
