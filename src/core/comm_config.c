@@ -29,32 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct comm_async {
-    pthread_t thread;
-    int joined;
-    comm_phase_t phase;
-    ccl_unique_id_t id;
-    int device;        /* the caller's current GPU, -1: none (the thread takes it) */
-    _Atomic int state; /* ccl_result_t: CCL_IN_PROGRESS, then init's result */
-};
-
-static handle_set_t comm_async_set = HANDLE_SET_INIT;
-
-int comm_async_known(const struct ccl_comm *comm)
-{
-    return comm && handle_contains(&comm_async_set, comm);
-}
-
-ccl_result_t comm_async_state(const struct ccl_comm *comm)
-{
-    return (ccl_result_t)atomic_load(&comm->async->state);
-}
-
-comm_phase_t comm_async_phase(const struct ccl_comm *comm)
-{
-    return comm->async->phase;
-}
-
 ccl_result_t comm_async_enter(struct ccl_comm *comm, comm_phase_t phase)
 {
     if (!comm->async) {
@@ -71,9 +45,7 @@ ccl_result_t comm_async_enter(struct ccl_comm *comm, comm_phase_t phase)
     }
     comm->async->phase = phase;
     atomic_store(&comm->async->state, (int)CCL_IN_PROGRESS);
-    if (!handle_contains(&comm_async_set, comm) && handle_add(&comm_async_set, comm, 0) != 0)
-        return err_set(CCL_ERR_SYSTEM, "out of memory");
-    return CCL_SUCCESS;
+    return comm_async_list(comm);
 }
 
 ccl_result_t comm_async_start(struct ccl_comm *comm, void *(*run)(void *))
@@ -165,7 +137,7 @@ CCL_API ccl_result_t ccl_comm_init_rank_config(ccl_comm_t *out, int nranks, ccl_
     return CCL_IN_PROGRESS;
 out:
     if (listed)
-        handle_remove(&comm_async_set, comm, NULL);
+        comm_async_unlist(comm);
     if (comm)
         comm_free(comm);
     return res;
@@ -177,7 +149,7 @@ void comm_async_free(struct ccl_comm *comm)
         return;
     /* A comm whose init ended well is still listed here (the thread leaves
      * it, so that it never touches the comm after publishing it). */
-    handle_remove(&comm_async_set, comm, NULL);
+    comm_async_unlist(comm);
     if (!comm->async->joined)
         pthread_join(comm->async->thread, NULL);
     free(comm->async);
@@ -186,7 +158,7 @@ void comm_async_free(struct ccl_comm *comm)
 
 ccl_result_t comm_async_teardown(struct ccl_comm *comm, int abort, const char *who)
 {
-    if (!comm || !handle_remove(&comm_async_set, comm, NULL))
+    if (!comm || !comm_async_unlist(comm))
         return err_set(CCL_ERR_NULL_COMM, "%s: comm is NULL or already destroyed", who);
     if (abort && comm->async->phase == COMM_PHASE_FINALIZE && comm_async_state(comm) == CCL_IN_PROGRESS) {
         /* A finalize still waits on its peers: end those waits now, and

@@ -22,7 +22,7 @@
  * flag) and tells the peers.
  */
 #include "core/comm.h"
-#include "core/coll.h"
+#include "core/coll_run.h"
 #include "core/group.h"
 #include "base/err.h"
 #include "base/log.h"

@@ -25,8 +25,7 @@
  * one-shot board is one segment for all ranks, created by rank 0 the same
  * way.
  */
-#include "core/comm.h"
-#include "core/coll.h"
+#include "core/comm_state.h"
 #include "core/connect.h"
 #include "core/tuner.h"
 #include "algos/registry.h"

@@ -1,6 +1,7 @@
 /*
  * connect.h - a communicator's connections: shm FIFOs, net connections
- * and the board (connect.c), P2P connections between GPUs (connect_p2p.c).
+ * and the board (connect.c), P2P connections between GPUs (connect_p2p.c)
+ * and the thread that watches them for failed peers (connect_p2p_watch.c).
  */
 #ifndef CCL_CORE_CONNECT_H
 #define CCL_CORE_CONNECT_H
@@ -31,5 +32,12 @@ ccl_result_t connect_p2p(struct ccl_comm *comm, int device);
 void connect_p2p_close(struct ccl_comm *comm);
 /* Lets streams waiting on the comm's P2P connections go on (abort). */
 void connect_p2p_release(struct ccl_comm *comm);
+
+/* connect_p2p_watch.c: the thread that breaks the comm and lets its
+ * streams go when a peer fails while the GPU has P2P work queued. start:
+ * once the P2P setup has succeeded here; stop (joins; idempotent): before
+ * the P2P connections close. */
+ccl_result_t watch_p2p_start(struct ccl_comm *comm);
+void watch_p2p_stop(struct ccl_comm *comm);
 
 #endif

@@ -28,9 +28,8 @@
  * Several ranks may share a GPU (NCCL refuses; one GPU then tests every
  * multi-rank device path): local rank 0 logs one WARN naming them.
  */
-#include "core/comm.h"
+#include "core/comm_state.h"
 #include "core/connect.h"
-#include "core/watch_p2p.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/param.h"

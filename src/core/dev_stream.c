@@ -45,8 +45,8 @@
  * loaded in the process (dev_cuda_loaded, ~15 ns): host-only users never
  * initialise CUDA, on machines with or without a GPU.
  */
-#include "core/comm.h"
-#include "core/coll.h"
+#include "core/comm_state.h"
+#include "core/coll_run.h"
 #include "core/dev_stream.h"
 #include "core/stream.h"
 #include "base/err.h"

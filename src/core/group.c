@@ -8,8 +8,8 @@
  * time. Each queued call holds its comm's pending count, so a comm cannot
  * be freed under a queued call.
  */
-#include "core/comm.h"
-#include "core/coll.h"
+#include "core/comm_state.h"
+#include "core/coll_run.h"
 #include "core/dev_stream.h"
 #include "core/group.h"
 #include "core/stream.h"

@@ -6,8 +6,8 @@
  * submission (the comm's lock and call number, a failure that breaks the
  * comm and lets the peers' streams go, the wait of a NULL-stream call).
  */
-#include "core/coll.h"
-#include "core/comm.h"
+#include "core/coll_run.h"
+#include "core/comm_state.h"
 #include "core/connect.h"
 #include "core/dev_stream.h"
 #include "core/p2p_call.h"

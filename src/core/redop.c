@@ -8,7 +8,7 @@
  * with another dtype is refused with CCL_ERR_INVALID_OP instead of reading
  * a stranger's scalar.
  */
-#include "core/comm.h"
+#include "core/comm_state.h"
 #include "core/redop.h"
 #include "base/err.h"
 #include "device/reduce.h"

@@ -6,8 +6,8 @@
  * submission order, synchronize waits and reports the first error. A stream
  * may carry calls of several communicators.
  */
-#include "core/comm.h"
-#include "core/coll.h"
+#include "core/comm_state.h"
+#include "core/coll_run.h"
 #include "core/stream.h"
 #include "base/err.h"
 #include "core/handle.h"

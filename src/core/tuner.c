@@ -15,7 +15,6 @@
  * CCL_DEBUG=INFO CCL_DEBUG_SUBSYS=TUNING shows the inputs and the
  * allreduce cost table at init (rank 0), TRACE each call's pick.
  */
-#include "core/comm.h"
 #include "core/tuner.h"
 #include "base/err.h"
 #include "base/param.h"

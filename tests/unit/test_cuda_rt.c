@@ -26,7 +26,7 @@
 #include <time.h>
 
 #include "core/comm.h"
-#include "core/coll.h"
+#include "core/coll_run.h"
 #include "core/dev_stream.h"
 #include "device/cuda_rt.h"
 

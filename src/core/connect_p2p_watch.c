@@ -1,5 +1,5 @@
 /*
- * watch_p2p.c - a thread per communicator whose calls run on the GPU over
+ * connect_p2p_watch.c - a thread per communicator whose calls run on the GPU over
  * P2P (exec_device.c) that looks for peers that will never come.
  *
  * A call on the P2P path is work queued on a stream: waits on counters
@@ -26,9 +26,8 @@
  * trylock, so a collective that holds the lock is never held up by it and
  * a teardown that holds it can stop (join) the thread.
  */
-#include "core/comm.h"
+#include "core/comm_state.h"
 #include "core/connect.h"
-#include "core/watch_p2p.h"
 #include "exec/exec.h"
 #include "base/err.h"
 #include "base/log.h"

@@ -1,5 +1,5 @@
 /*
- * check_args.c - CCL_CHECK_ARGS=1: before anything is sent, the ranks of a
+ * coll_run_check.c - CCL_CHECK_ARGS=1: before anything is sent, the ranks of a
  * communicator compare what they were called with.
  *
  * Mismatched calls (one rank in allreduce, another in broadcast; different
@@ -13,10 +13,7 @@
  * several ranks (ccl_comm_init_all) works too. Point-to-point calls are not
  * compared (they involve two ranks, not all).
  */
-#include "core/comm.h"
-#include "core/coll.h"
-#include "core/check_args.h"
-#include "exec/exec.h"
+#include "core/coll_run.h"
 #include "base/err.h"
 #include "device/reduce.h"
 

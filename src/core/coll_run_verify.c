@@ -1,5 +1,5 @@
 /*
- * verify.c - CCL_VERIFY=N: every N-th allreduce, allgather and broadcast,
+ * coll_run_verify.c - CCL_VERIFY=N: every N-th allreduce, allgather and broadcast,
  * ranks compare a hash of their results, which must be identical bit for
  * bit (every algorithm makes all ranks' results equal: a reduced chunk is
  * computed once and copied, or in the same order everywhere). A rank whose
@@ -7,9 +7,7 @@
  * reduction went wrong, and silent corruption becomes an error
  * (CCL_ERR_CORRUPT) on every rank, while the communicator stays usable.
  */
-#include "core/comm.h"
-#include "core/coll.h"
-#include "core/verify.h"
+#include "core/coll_run.h"
 #include "base/err.h"
 #include "device/reduce.h"
 
