@@ -2,6 +2,7 @@
  * bootstrap.c - the rank side of the bootstrap: unique id, registration with
  * the root, the TCP ring, and the allgather/barrier built on it.
  */
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/accept.h"
 #include "base/clock.h"
 #include "base/err.h"

@@ -11,22 +11,10 @@
 #define CCL_BOOTSTRAP_BOOTSTRAP_H
 
 #include "bootstrap/socket.h"
+#include "bootstrap/wire.h" /* bs_peer_t, BS_SECRET_BYTES */
 #include "ccl.h"
 
 #include <stdint.h>
-
-#define BS_SECRET_BYTES 32
-#define BS_HOSTNAME_MAX 64
-
-/* What every rank learns about every other rank. Fixed layout: it travels. */
-typedef struct {
-    sock_addr_t addr;   /* the rank's bootstrap listener */
-    uint64_t hostid;    /* equal for ranks on one host (topo_host_id) */
-    uint64_t kernelid;  /* equal for ranks sharing one kernel and its cores (topo_kernel_id) */
-    int32_t pid;
-    int32_t rank;
-    char hostname[BS_HOSTNAME_MAX];
-} bs_peer_t;
 
 typedef struct {
     int rank, nranks;
@@ -63,10 +51,8 @@ ccl_result_t bs_rejoin_lead(bs_t *bs, const int *members, int n, uint64_t tag, b
                             ccl_unique_id_t *id);
 ccl_result_t bs_rejoin_follow(bs_t *bs, int leader, uint64_t tag, ccl_unique_id_t *id);
 
-/* Internal to the bootstrap layer (root.c, wire.c). */
+/* Internal to the bootstrap layer: root.c's root, started by bootstrap.c. */
 ccl_result_t bs_root_start(const sock_addr_t *addr, const uint8_t secret[BS_SECRET_BYTES],
                            sock_addr_t *bound);
-/* Constant time in where a and b differ. */
-int bs_secret_equal(const uint8_t *a, const uint8_t *b);
 
 #endif

@@ -19,6 +19,7 @@
  * connection to it means the leader's process is gone: followers fail at
  * once instead of retrying until CCL_TIMEOUT.
  */
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/wire.h"
 #include "base/clock.h"
 #include "base/err.h"

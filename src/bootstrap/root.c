@@ -9,6 +9,7 @@
  * claims a rank that is already registered is logged and dropped, and the
  * root keeps serving the real ranks meanwhile.
  */
+#include "bootstrap/bootstrap.h"
 #include "bootstrap/accept.h"
 #include "base/clock.h"
 #include "base/err.h"

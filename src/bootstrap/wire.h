@@ -7,19 +7,37 @@
  * bytes received to a checked struct or a specific error, so that each one
  * has a fuzz target (tests/fuzz/). Byte order is the host's: every rank
  * runs the same build of ccl. docs/security.md says what this protects.
+ *
+ * It builds on bootstrap/socket.h alone: the rest of the bootstrap
+ * (bootstrap.h, accept.h) builds on it, so it must not lead back to them.
  */
 #ifndef CCL_BOOTSTRAP_WIRE_H
 #define CCL_BOOTSTRAP_WIRE_H
 
-#include "bootstrap/bootstrap.h"
+#include "bootstrap/socket.h"
+#include "ccl.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define BS_MAGIC 0x63636c62u /* "cclb" */
 #define BS_VERSION 1
 /* Upper bound on ranks a root accepts: bounds every allocation a frame can
  * ask for. */
 #define BS_MAX_RANKS (1 << 20)
+#define BS_SECRET_BYTES 32
+#define BS_HOSTNAME_MAX 64
+
+/* What every rank learns about every other rank (bs_t's table, which
+ * bootstrap.h gives to the layers above). Fixed layout: it travels. */
+typedef struct {
+    sock_addr_t addr;   /* the rank's bootstrap listener */
+    uint64_t hostid;    /* equal for ranks on one host (topo_host_id) */
+    uint64_t kernelid;  /* equal for ranks sharing one kernel and its cores (topo_kernel_id) */
+    int32_t pid;
+    int32_t rank;
+    char hostname[BS_HOSTNAME_MAX];
+} bs_peer_t;
 
 /* The unique id's layout inside ccl_unique_id_t. */
 typedef struct {
@@ -101,6 +119,8 @@ typedef struct {
  * from the caller) with a message that starts with `from`, which names the
  * source ("bootstrap root: connection from 10.0.0.2:41234"). */
 
+/* Whether two secrets are equal, in constant time in where they differ. */
+int bs_secret_equal(const uint8_t *a, const uint8_t *b);
 /* The unique id as handed to ccl_comm_init_rank. */
 ccl_result_t bs_id_parse(const void *buf, size_t len, bs_id_t *out);
 /* Magic, version and secret of any frame that starts with bs_auth_t. */

@@ -30,12 +30,14 @@
  * plugin with CCL_SOCKET_NTHREADS=0) must be called while data is in
  * flight: then the proxy sleeps in poll() on the descriptors its pollfds
  * gives and on an eventfd that the doorbell also rings (net_poll_sleep),
- * or, without pollfds, only yields.
+ * or, without pollfds, only yields. The doorbell is net_bell.c's.
  */
 #include "transport/net.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "transport/net_bell.h"
+#include "transport/net_setup.h"
 #include "transport/net_state.h"
 
 #include <ctype.h>
@@ -46,9 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
-#include <unistd.h>
 
 /* How long a failed rank tries to get its notices out before it closes
  * every connection: notices to peers that read go out in microseconds;
@@ -63,33 +63,6 @@
 #define NET_NOTICE_GRACE_NS (200ull * 1000000ull)
 /* A proxy asleep in poll() looks at its state at least this often. */
 #define NET_POLL_MS 5
-
-static _Atomic uint32_t net_bell, net_bell_waiters;
-/* Proxies that sleep in poll() on their sockets (CCL_SOCKET_NTHREADS=0)
- * hear the doorbell through this eventfd, written only while one sleeps.
- * Like the doorbell it is one per process: opened with the first such
- * proxy and kept, since any executor thread may ring it at any time. */
-static int net_bell_fd = -1;
-static _Atomic uint32_t net_bell_pollers;
-static pthread_once_t net_bell_fd_once = PTHREAD_ONCE_INIT;
-
-static void net_bell_fd_open(void) { net_bell_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
-
-uint32_t net_activity_count(void) { return atomic_load_explicit(&net_bell, memory_order_relaxed); }
-
-void net_activity_bump(void)
-{
-    atomic_fetch_add_explicit(&net_bell, 1, memory_order_seq_cst);
-    wait_wake(&net_bell, &net_bell_waiters);
-    if (atomic_load_explicit(&net_bell_pollers, memory_order_seq_cst)) {
-        uint64_t one = 1;
-        if (write(net_bell_fd, &one, sizeof one) < 0) {
-            /* EAGAIN: the counter is saturated, the sleeper wakes anyway. */
-        }
-    }
-}
-
-/* One direction of the connection to one peer, as the proxy sees it. */
 
 /* First failure wins: record it, poison every FIFO so the executor's waits
  * end, and let the loop tell the peers and close the plugin comms. root is
@@ -370,27 +343,19 @@ static ccl_result_t net_sleep_check(void *arg, uint64_t waited_ns)
 
 /* Inline comms: nobody else moves their data, so we sleep until one of
  * them can move (its pollfds), or the doorbell rings (an executor posted, a
- * destroy or abort began). Same handshake as a futex sleep: we count
- * ourselves in, then look at the bell, and a ringer bumps the bell, then
- * looks for sleepers; one of us sees the other. */
+ * destroy or abort began); net_bell_poll keeps a ring from being lost
+ * between our last look and the poll. */
 static void net_poll_sleep(net_t *net, uint32_t seen)
 {
     int n = 0;
-    net->pfds[n++] = (struct pollfd){net_bell_fd, POLLIN, 0};
+    net->pfds[n++] = (struct pollfd){net_bell_fd(), POLLIN, 0};
     int (*pollfds)(void *, struct pollfd *, int) = net_fns(net)->pollfds;
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         if (c->pcomm && !c->broken)
             n += pollfds(c->pcomm, net->pfds + n, CCL_NET_MAX_POLLFDS);
     }
-    atomic_fetch_add_explicit(&net_bell_pollers, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&net_bell, memory_order_seq_cst) == seen)
-        poll(net->pfds, (nfds_t)n, NET_POLL_MS);
-    atomic_fetch_sub_explicit(&net_bell_pollers, 1, memory_order_seq_cst);
-    uint64_t drain;
-    if ((net->pfds[0].revents & POLLIN) && read(net_bell_fd, &drain, sizeof drain) < 0) {
-        /* EAGAIN: another proxy drained it; each re-reads the bell anyway. */
-    }
+    net_bell_poll(net->pfds, n, seen, NET_POLL_MS);
 }
 
 /* Asks each comm whether it moves data only inside our calls (inline
@@ -406,11 +371,11 @@ static ccl_result_t net_inline_setup(net_t *net)
         net->inline_io |= inline_io;
     }
     if (net->inline_io && fn->pollfds) {
-        pthread_once(&net_bell_fd_once, net_bell_fd_open);
+        int bell_fd = net_bell_fd();
         net->pfds = calloc((size_t)net->nconns * CCL_NET_MAX_POLLFDS + 1, sizeof *net->pfds);
-        if (net_bell_fd < 0 || !net->pfds)
+        if (bell_fd < 0 || !net->pfds)
             CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: cannot set up the net proxy's poll (inline progress): %s", net->rank,
-                     net_bell_fd < 0 ? "no eventfd" : "out of memory");
+                     bell_fd < 0 ? "no eventfd" : "out of memory");
     }
 out:
     return res;
@@ -422,7 +387,7 @@ static void *net_proxy_main(void *arg)
     log_set_rank(net->rank);
     uint64_t stop_since = 0;
     for (;;) {
-        uint32_t seen = atomic_load(&net_bell);
+        uint32_t seen = net_bell_seen();
         if (atomic_load(&net->poison) && !atomic_load(&net->failed))
             net_fail(net, NULL, "%s", net->poison_why);
         if (atomic_load(&net->fault_drop) && !atomic_load(&net->failed))
@@ -486,7 +451,7 @@ static void *net_proxy_main(void *arg)
             continue;
         }
         wait_policy_t pol = {net_sleep_check, net, net->spin, net->yield};
-        wait_change(&net_bell, seen, &net_bell_waiters, &pol);
+        net_bell_wait(seen, &pol);
         if (atomic_load(&net->failed) && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
             /* Nothing left to move: sleep until destroy, without spinning. */
             struct timespec ts = {0, 1000000};

@@ -16,6 +16,11 @@
  * executor's waits end at once), remembers the message naming the peer,
  * tells each peer that cause in a notice, and closes its plugin connections
  * so that the peers fail too instead of waiting for their timeout.
+ *
+ * This header is what other layers use. Inside the transport: net_state.h
+ * (the state the proxy and the setup share), net_setup.h (making the
+ * connections), net_hello.h (their first message), net_bell.h (the
+ * doorbell the proxies sleep on) and net_plugin.h (the plugin).
  */
 #ifndef CCL_TRANSPORT_NET_H
 #define CCL_TRANSPORT_NET_H
@@ -25,22 +30,6 @@
 #include "transport/shm.h"
 
 typedef struct net net_t;
-
-/* The first message on every net connection, connector to acceptor:
- * accepted connections do not say who calls, this does. */
-#define NET_HELLO_MAGIC 0x6f6c6c65686c6363ull /* "cclhello" */
-typedef struct {
-    uint64_t magic;
-    uint64_t comm_id;  /* a hash of the bootstrap's secret: refuses strays from other comms */
-    int32_t rank;
-    int32_t nranks;
-} net_hello_t;
-
-/* Validates a hello of len bytes (what the plugin reported) for this comm:
- * its comm id, nranks, and a rank in range other than `self`. On failure
- * CCL_ERR_REMOTE, with a message that starts with `from`. */
-ccl_result_t net_hello_parse(const void *buf, size_t len, uint64_t comm_id, int nranks, int self, const char *from,
-                             net_hello_t *out);
 
 /* Connects this rank to every rank q with remote[q] != 0 (one connection
  * each way) and starts the proxy thread. Fills send_conns[q] and
@@ -64,13 +53,5 @@ void net_fault_stall(net_t *net, int64_t ms);
 /* Lets queued sends leave, says goodbye to each peer, stops the proxy and
  * closes the connections. NULL is allowed. */
 void net_destroy(net_t *net);
-
-/* The process-wide doorbell of the proxies: the executor rings it when it
- * posts or frees a net slot, and it is the activity callback that v2 net
- * plugins get (ccl_net_callbacks_t), rung when a request may have completed,
- * so that a sleeping proxy thread looks again. */
-void net_activity_bump(void);
-/* How often it has rung so far (tests check that a plugin rings it). */
-uint32_t net_activity_count(void);
 
 #endif

@@ -7,7 +7,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/param.h"
-#include "transport/net.h"
+#include "transport/net_bell.h"
 #include "transport/net_socket.h" /* the built-in table: the only use of it outside the plugin */
 
 #include <dlfcn.h>

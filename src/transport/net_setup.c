@@ -9,10 +9,12 @@
  * accepted connection whose hello is wrong, fails, or names a peer already
  * connected is dropped with a warning, and the setup waits for the real one.
  */
+#include "transport/net_setup.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/wait.h"
+#include "transport/net_hello.h"
 #include "transport/net_state.h"
 
 #include <stdio.h>
@@ -29,25 +31,6 @@ static uint64_t net_comm_id(const bs_t *bs)
         h *= 0x100000001b3ull;
     }
     return h;
-}
-
-ccl_result_t net_hello_parse(const void *buf, size_t len, uint64_t comm_id, int nranks, int self, const char *from,
-                             net_hello_t *out)
-{
-    net_hello_t h;
-    if (len != sizeof h)
-        return err_set(CCL_ERR_REMOTE, "%s: a net hello is %zu bytes, this one %zu", from, sizeof h, len);
-    memcpy(&h, buf, sizeof h);
-    if (h.magic != NET_HELLO_MAGIC)
-        return err_set(CCL_ERR_REMOTE, "%s: not a ccl net hello (magic 0x%016llx)", from,
-                       (unsigned long long)h.magic);
-    if (h.comm_id != comm_id)
-        return err_set(CCL_ERR_REMOTE, "%s: a hello from another communicator", from);
-    if (h.nranks != nranks || h.rank < 0 || h.rank >= nranks || h.rank == self)
-        return err_set(CCL_ERR_REMOTE, "%s: rank %d of %d is not a peer of rank %d of %d", from, h.rank, h.nranks,
-                       self, nranks);
-    *out = h;
-    return CCL_SUCCESS;
 }
 
 /* Connects to every remote peer and accepts theirs, hellos included, before

@@ -169,7 +169,7 @@ static void net_sock_describe(char *buf, size_t len, int rank, const sock_addr_t
  * as such well before a wait on it gives up with a bare timeout, while a
  * link that recovers within seconds (a flapping port) survives. At least
  * one second per probe and one of idleness before the first. */
-int net_sock_silence_s(void)
+static int net_sock_silence_s(void)
 {
     int64_t s = param_int(PARAM_TIMEOUT) / 2;
     if (s > NET_SOCK_SILENCE_MAX_S)
@@ -474,7 +474,7 @@ static ccl_result_t net_sock_connect(int dev, int rank, void *handle, void **sen
         h->stage = 0;
         h->pending = NULL;
         /* The comm takes the sockets, also when it fails. */
-        res = net_sock_comm_create(1, p->fds, p->nsocks, p->nthreads, p->peer, &c);
+        res = net_sock_comm_create(1, p->fds, p->nsocks, p->nthreads, net_sock_silence_s(), p->peer, &c);
         net_sock_pending_free(p, 0);
         if (res != CCL_SUCCESS)
             goto out;
@@ -620,7 +620,7 @@ static ccl_result_t net_sock_accept(void *listen_comm, void **recv_comm)
             net_sock_layout(&nsocks, &nthreads);
             net_sock_comm_t *c = NULL;
             g->conn_id = 0; /* the comm takes the sockets, also when it fails */
-            CCL_TRY(net_sock_comm_create(0, g->fds, g->nsocks, nthreads, peer, &c));
+            CCL_TRY(net_sock_comm_create(0, g->fds, g->nsocks, nthreads, net_sock_silence_s(), peer, &c));
             *recv_comm = c;
             break;
         }

@@ -5,10 +5,11 @@
  * connection handshake, registration); net_socket_io.c moves the messages.
  * A connection is several TCP sockets; each message is cut into at most one
  * stripe per socket and the stripes travel in parallel (see
- * net_socket_io.h). The formats below are what a peer may send: each one is
- * validated field by field before it is used, and they are here so that the
- * unit tests can forge them. Byte order is the host's: both ends run the
- * same build of ccl, as with the bootstrap.
+ * net_socket_io.h). The formats below are what a peer may send during the
+ * handshake (the message header of the data path is net_socket_io.h's): each
+ * one is validated field by field before it is used, and they are here so
+ * that the unit tests can forge them. Byte order is the host's: both ends
+ * run the same build of ccl, as with the bootstrap.
  */
 #ifndef CCL_TRANSPORT_NET_SOCKET_H
 #define CCL_TRANSPORT_NET_SOCKET_H
@@ -21,10 +22,7 @@
 
 #define NET_SOCK_HANDLE_MAGIC 0x6b73636eu /* "ncsk" */
 #define NET_SOCK_HELLO_MAGIC 0x6f6c6568u  /* "helo" */
-#define NET_SOCK_MSG_MAGIC 0x2067736du    /* "msg " */
 #define NET_SOCK_WIRE_VERSION 1
-/* Sockets per connection, all helper threads together. */
-#define NET_SOCK_MAX_SOCKS 16
 
 /* What listen() writes into the opaque handle. The first part is for the
  * peer; connect() keeps its progress in the rest (its own process only). */
@@ -40,7 +38,6 @@ typedef struct {
     void *pending;       /* the connection being set up */
 } net_sock_handle_t;
 _Static_assert(sizeof(net_sock_handle_t) <= CCL_NET_HANDLE_MAXSIZE, "handle too large");
-_Static_assert(NET_SOCK_MAX_SOCKS <= CCL_NET_MAX_POLLFDS, "pollfds returns one per socket");
 
 /* First bytes on each socket of a connection, connector to listener. The
  * listener groups sockets by conn_id and hands out the connection once all
@@ -51,28 +48,15 @@ typedef struct {
     uint64_t listen_id;  /* from the handle: refuses strays */
     uint64_t conn_id;    /* random per connection */
     int32_t rank;        /* the connector's rank, -1 when not given */
-    uint16_t nsocks;     /* 1..NET_SOCK_MAX_SOCKS */
+    uint16_t nsocks;     /* 1..NET_SOCK_MAX_SOCKS (net_socket_io.h) */
     uint16_t index;      /* this socket's place, < nsocks */
 } net_sock_hello_t;
-
-/* Heads every message, on the message's lead socket (net_socket_io.h). */
-typedef struct {
-    uint32_t magic;
-    uint32_t tag;
-    uint64_t seq;        /* message number on this connection, from 0 */
-    uint64_t size;       /* bytes of the whole message */
-} net_sock_msg_hdr_t;
 
 /* ---- parsers: what a peer sends, checked before use (fuzzed in tests/fuzz/) */
 
 /* A socket's hello (len bytes arrived) for the listener with listen_id:
  * NULL with *out filled, or the reason to drop the socket. */
 const char *net_sock_hello_parse(const void *buf, size_t len, uint64_t listen_id, net_sock_hello_t *out);
-/* The header of message seq, for a receive posted with cap bytes and tag:
- * 0 with *out filled, or -1 with the reason (naming peer) in why. Writes no
- * thread state, so the plugin's helper threads can call it. */
-int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap, uint32_t tag, const char *peer,
-                           net_sock_msg_hdr_t *out, char *why, size_t whylen);
 /* A handle as connect() receives it from a peer (through the bootstrap),
  * before connect() keeps state in it. */
 ccl_result_t net_sock_handle_parse(const void *buf, size_t len, net_sock_handle_t *out);
@@ -80,10 +64,6 @@ ccl_result_t net_sock_handle_parse(const void *buf, size_t len, net_sock_handle_
 /* The plugin struct (the default of net_plugin.c; also exported as
  * ccl_net_plugin_v2 by libccl-net-socket.so). */
 extern const ccl_net_v2_t net_socket_plugin;
-
-/* Seconds of silence (no byte, no keepalive answer) after which a socket
- * of the plugin fails with ETIMEDOUT; derived from CCL_TIMEOUT. */
-int net_sock_silence_s(void);
 
 /* Overrides CCL_NSOCKS_PERTHREAD and CCL_SOCKET_NTHREADS for connections
  * created after the call (tests and net-bench compare layouts in one

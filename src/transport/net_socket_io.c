@@ -15,6 +15,7 @@
 #include "transport/net_socket_io.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "bootstrap/socket.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -87,6 +88,7 @@ struct net_sock_comm {
     int is_send;
     int nsocks;
     int nthreads;           /* 0: the caller's calls do the I/O */
+    int silence_s;          /* the sockets' keepalive limit, for messages */
     char peer[128];
     net_sock_t socks[NET_SOCK_MAX_SOCKS];
     net_sock_thread_t threads[NET_SOCK_MAX_SOCKS];
@@ -152,12 +154,12 @@ static void net_io_closed(net_sock_comm_t *c, net_sock_t *s, uint64_t seq)
 
 /* What a socket error means for the link. ETIMEDOUT is keepalive giving
  * up (net_socket.c): the peer's host stopped answering at all. */
-static const char *net_io_why(int e, char *buf, size_t len)
+static const char *net_io_why(const net_sock_comm_t *c, int e, char *buf, size_t len)
 {
     if (e != ETIMEDOUT)
         return strerror(e);
     snprintf(buf, len, "no answer from its host for %d s (TCP keepalive): the link is down or the host is dead",
-             net_sock_silence_s());
+             c->silence_s);
     return buf;
 }
 
@@ -339,7 +341,7 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
                             "net/socket: connection to %s lost while sending message %llu "
                             "(socket %d of %d): %s",
                             c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
-                            net_io_why(errno, why, sizeof why));
+                            net_io_why(c, errno, why, sizeof why));
                 return NET_IO_FAILED;
             }
             size_t done = (size_t)w;
@@ -389,7 +391,7 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
                             "net/socket: connection to %s lost while receiving message %llu "
                             "(socket %d of %d): %s",
                             c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks,
-                            net_io_why(errno, why, sizeof why));
+                            net_io_why(c, errno, why, sizeof why));
                 return NET_IO_FAILED;
             }
             if (in_hdr) {
@@ -490,7 +492,7 @@ void net_sock_comm_destroy(net_sock_comm_t *c)
     free(c);
 }
 
-ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads,
+ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads, int silence_s,
                                   const char *peer, net_sock_comm_t **out)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -506,6 +508,7 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int n
     c->is_send = is_send;
     c->nsocks = nsocks;
     c->nthreads = nthreads < nsocks ? nthreads : nsocks;
+    c->silence_s = silence_s;
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     for (int j = 0; j < nsocks; j++) {
         c->socks[j].fd = fds[j];

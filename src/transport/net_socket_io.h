@@ -28,22 +28,43 @@
 #define CCL_TRANSPORT_NET_SOCKET_IO_H
 
 #include "ccl.h"
-#include "transport/net_socket.h"
+#include "ccl_net.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* Sockets per connection, all helper threads together. */
+#define NET_SOCK_MAX_SOCKS 16
+_Static_assert(NET_SOCK_MAX_SOCKS <= CCL_NET_MAX_POLLFDS, "pollfds returns one per socket");
 #define NET_SOCK_MAX_REQS 32
 /* Smallest stripe: below it one socket moves the message as fast as several. */
 #define NET_SOCK_MIN_STRIPE (64 * 1024)
+
+#define NET_SOCK_MSG_MAGIC 0x2067736du /* "msg " */
+/* Heads every message, on the message's lead socket. What a peer sends:
+ * checked by net_sock_msg_hdr_parse before use (fuzzed in tests/fuzz/). */
+typedef struct {
+    uint32_t magic;
+    uint32_t tag;
+    uint64_t seq;        /* message number on this connection, from 0 */
+    uint64_t size;       /* bytes of the whole message */
+} net_sock_msg_hdr_t;
+
+/* The header of message seq, for a receive posted with cap bytes and tag:
+ * 0 with *out filled, or -1 with the reason (naming peer) in why. Writes no
+ * thread state, so the plugin's helper threads can call it. */
+int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap, uint32_t tag, const char *peer,
+                           net_sock_msg_hdr_t *out, char *why, size_t whylen);
 
 typedef struct net_sock_comm net_sock_comm_t;
 typedef struct net_sock_req net_sock_req_t;
 
 /* Takes the connected sockets fds[0..nsocks) (closed on failure too) and
  * starts the comm's helpers. peer describes the other end for messages
- * ("rank 3 at 10.0.0.2:41000"). */
-ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads,
+ * ("rank 3 at 10.0.0.2:41000"); silence_s is how long the sockets' TCP
+ * keepalive lets a peer's host stay silent before a socket fails with
+ * ETIMEDOUT, which the failure's message then names. */
+ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads, int silence_s,
                                   const char *peer, net_sock_comm_t **out);
 /* Stops the helpers, closes the sockets, frees the comm and its requests. */
 void net_sock_comm_destroy(net_sock_comm_t *comm);

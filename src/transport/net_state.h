@@ -2,18 +2,26 @@
  * net_state.h - what the net transport's own files share (not for others:
  * they see net.h): the state of one net_t and of each connection, between
  * the proxy (net.c) and the connection setup (net_setup.c).
+ *
+ * It includes the headers of what that state is made of, not net.h: the
+ * proxy's module (net.h, net.c) and the setup's read it, and a way back
+ * into net.h would make the two modules include each other.
  */
 #ifndef CCL_TRANSPORT_NET_STATE_H
 #define CCL_TRANSPORT_NET_STATE_H
 
-#include "transport/net.h"
+#include "bootstrap/bootstrap.h"
+#include "transport/net_hello.h"
 #include "transport/net_plugin.h"
+#include "transport/shm.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define NET_HELLO_TAG 0xffffffffu
 #define NET_ERR_MAX 512
+
+/* net.h's opaque handle, defined here (the typedef repeats net.h's). */
+typedef struct net net_t;
 
 /* One direction of the connection to one peer, as the proxy sees it. */
 typedef struct {
@@ -67,15 +75,8 @@ struct net {
     int closed;              /* proxy's: the plugin comms are closed */
 };
 
-
 static inline const ccl_net_v2_t *net_fns(const net_t *net) { return net->plugin->net; }
 
 static inline const char *net_peer_host(const net_t *net, int q) { return net->peers[q].hostname; }
-
-/* Connects to every remote peer (net->conns) through the listen comm and
- * the peers' handles (CCL_NET_HANDLE_MAXSIZE bytes per rank), accepts
- * theirs and matches them by their hellos, before the bootstrap's
- * deadline. */
-ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *handles);
 
 #endif

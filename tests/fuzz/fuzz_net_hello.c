@@ -7,7 +7,7 @@
  */
 #include "fuzz.h"
 
-#include "transport/net.h"
+#include "transport/net_hello.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

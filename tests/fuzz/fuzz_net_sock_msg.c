@@ -8,7 +8,7 @@
  */
 #include "fuzz.h"
 
-#include "transport/net_socket.h"
+#include "transport/net_socket_io.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -8,8 +8,9 @@
  *   /tmp/make_seeds tests/fuzz/corpus
  */
 #include "bootstrap/wire.h"
-#include "transport/net.h"
+#include "transport/net_hello.h"
 #include "transport/net_socket.h"
+#include "transport/net_socket_io.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -41,7 +41,7 @@
 #include "base/wait.h"
 #include "test_common.h"
 #include "test_launch.h"
-#include "transport/net.h"
+#include "transport/net_bell.h"
 #include "transport/net_plugin.h"
 #include "transport/net_socket.h"
 

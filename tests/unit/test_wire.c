@@ -33,11 +33,13 @@
 #include <unistd.h>
 
 #include "bootstrap/accept.h"
+#include "bootstrap/bootstrap.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/wait.h"
-#include "transport/net.h"
+#include "transport/net_hello.h"
 #include "transport/net_socket.h"
+#include "transport/net_socket_io.h"
 #include "transport/shm.h"
 
 #define MS (1000ull * 1000ull)
