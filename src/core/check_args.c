@@ -18,6 +18,7 @@
 #include "core/check_args.h"
 #include "exec/exec.h"
 #include "base/err.h"
+#include "algos/ring.h"
 #include "device/reduce.h"
 
 #include <stdio.h>
