@@ -21,6 +21,7 @@
 #include "core/connect.h"
 #include "core/tuner.h"
 #include "base/err.h"
+#include "algos/tree.h"
 #include "base/mem.h"
 #include "base/param.h"
 #include "topo/cpus.h"

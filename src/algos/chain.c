@@ -12,7 +12,7 @@
  * (n-1) slices, the bandwidth optimum for one source or one sink. Small
  * messages (where the n-1 hops would dominate) take the one-shot board.
  */
-#include "algos/schedule.h"
+#include "algos/chain.h"
 #include "base/err.h"
 
 static int chain_mod(int a, int n) { return ((a % n) + n) % n; }

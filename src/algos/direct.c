@@ -8,7 +8,7 @@
  * rounds (see sched_rounds), any size streams through the FIFO; it pays
  * twice the ring's traffic, so the tuner keeps it for small messages.
  */
-#include "algos/schedule.h"
+#include "algos/direct.h"
 #include "base/err.h"
 
 ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out)

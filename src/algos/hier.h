@@ -1,8 +1,12 @@
 /*
- * hier.h - what the hierarchical schedules share (hier.c: allreduce and the
- * dispatch; hier_allgather.c; hier_chain.c: reduce-scatter, broadcast,
- * reduce): node sizes, the rail count of a layout, the rank behind a
- * (node, local rank) pair, and each collective's builder.
+ * hier.h - the hierarchical schedules: hier_schedule, which the registry
+ * and the simulator call, and what its builders share (hier.c: allreduce
+ * and the dispatch; hier_allgather.c; hier_chain.c: reduce-scatter,
+ * broadcast, reduce): node sizes, the rail count of a layout, the rank
+ * behind a (node, local rank) pair, and each collective's builder. One
+ * header for both, as the module's files are one module: the builders
+ * are defined in its files, and a header of another name could not
+ * declare them (tests/check_layers.sh, honest headers).
  *
  * A rail is one local rank position across nodes: rail s of node k is its
  * local rank s % L_k (L_k: the node's rank count). There are as many rails
@@ -22,6 +26,41 @@
 #define CCL_ALGOS_HIER_H
 
 #include "algos/schedule.h"
+
+/* Fills `out` (reset first) for op->rank with the hierarchical schedule
+ * over op->layout (never NULL here), for allreduce, allgather,
+ * reduce-scatter, broadcast and reduce (hier*.c):
+ *   allreduce: intra-node reduce-scatter, inter-node allreduce of each
+ *     shard among its owners (one per node: a rail), intra-node allgather;
+ *   allgather: ring over the nodes on each rail, then a ring in each node;
+ *   reduce-scatter, broadcast, reduce: pipelined chains through every
+ *     rank, node by node, each rail leaving a node through its own rank.
+ * Costs for the tuner, per rank, with nn nodes of L ranks (n = nn * L)
+ * and B the bytes of op->count (allgather, reduce-scatter: of one block):
+ * bytes sent to other nodes, steps among them (each pays the inter-node
+ * latency) and steps in all (a step is one message; the executor runs a
+ * rank's steps one after another):
+ *                   inter bytes       inter steps  steps      flat: inter bytes, steps
+ *   allreduce       2(nn-1)/nn * B/L  2(nn-1)      ~2n        2(n-1)/n * B, 2(n-1)
+ *   allgather       (nn-1) * B        nn-1         ~n         (n-1) * B, n-1
+ *   reduce-scatter  (nn-1) * B        nn-1         n          (n-1) * B, n-1
+ *   broadcast       B / L             1            L of B/L   B, 1 of B
+ *   reduce          B / L             1            L of B/L   B, 1 of B
+ * Flat ring or chain: its inter bytes cross each node boundary through one
+ * rank (through every rank when ranks alternate between nodes), and as
+ * every ring step waits for the previous one of the rank before, all of
+ * them pay the inter-node latency. Hierarchical: every rank of a node
+ * sends its share at once (rails: one NIC each pays), and every rank sends
+ * as many bytes in all as in the flat schedule. Broadcast and reduce are
+ * pipelined chains either way: n-1 hops of a slice, then the bytes at the
+ * slowest link's speed (intra-node B, inter-node B/L instead of B).
+ * Uneven nodes: a rank of a node of L_k ranks serves about max(L)/L_k
+ * rails and sends that many times the inter bytes; the reduce-scatter's
+ * and allgather's rails then run partly one after another (more latency,
+ * the same bytes). One node, or one rank per node, is the flat schedule. */
+ccl_result_t hier_schedule(const sched_op_t *op, sched_t *out);
+
+/* The rest is for hier*.c alone. */
 
 static inline int hier_mod(int a, int n) { return ((a % n) + n) % n; }
 

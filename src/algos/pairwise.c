@@ -10,7 +10,7 @@
  * deadlocking. Alltoall pairs "send to r+i" with "receive from r-i" so that
  * at every position each rank feeds the peer that is about to read.
  */
-#include "algos/schedule.h"
+#include "algos/pairwise.h"
 #include "base/err.h"
 
 static int pw_mod(int a, int n) { return ((a % n) + n) % n; }

@@ -11,7 +11,7 @@
  * exchange compute own op other, which is bitwise the same on both for
  * every ccl operator (each is commutative).
  */
-#include "algos/schedule.h"
+#include "algos/rd.h"
 #include "base/err.h"
 
 ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out)

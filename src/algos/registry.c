@@ -5,6 +5,13 @@
  * a collective, and the schedule of an operation.
  */
 #include "algos/registry.h"
+#include "algos/chain.h"
+#include "algos/direct.h"
+#include "algos/hier.h"
+#include "algos/pairwise.h"
+#include "algos/rd.h"
+#include "algos/ring.h"
+#include "algos/tree.h"
 
 #include <strings.h>
 

@@ -9,8 +9,8 @@
  * single-copy sizes) and which of the cost model's formulas prices it.
  * The tuner (topo/tune*.c), CCL_ALGO's parser, ccl-info --explain and the
  * dispatch in core/coll.c all read it; adding a schedule algorithm is its
- * file here plus one row in registry.c (and an algo_t below, which the
- * row's index is).
+ * file and its header here plus one row in registry.c (and an algo_t
+ * below, which the row's index is).
  *
  * Why a cost kind and not a cost function: the formulas share one frame
  * calibrated on the host executor and the net transport (per-slice

@@ -20,7 +20,7 @@
  * pipelines every step in slot-sized slices, so step s+1 on the next rank
  * starts as soon as the first slice of step s arrives.
  */
-#include "algos/schedule.h"
+#include "algos/ring.h"
 #include "base/err.h"
 
 static int ring_mod(int a, int n) { return ((a % n) + n) % n; }

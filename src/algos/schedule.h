@@ -151,58 +151,10 @@ static inline int sched_coll_reduces(sched_coll_t c)
 /* Elements this rank reads from sendbuf and writes to recvbuf. */
 void sched_op_extent(const sched_op_t *op, size_t *send_elems, size_t *recv_elems);
 
-/* Algorithms. Each fills `out` (reset first) for op->rank.
- * Ring: allreduce, allgather, reduce-scatter. */
-ccl_result_t ring_schedule(const sched_op_t *op, sched_t *out);
-/* One-shot for 2 ranks: each sends everything and reduces what it receives.
- * Only allreduce with exactly 2 ranks. */
-ccl_result_t direct_schedule(const sched_op_t *op, sched_t *out);
-/* Double binary tree allreduce (two trees, each reduces and broadcasts
- * half the data; a rank is interior in at most one of them). */
-ccl_result_t tree_schedule(const sched_op_t *op, sched_t *out);
-/* Tree `shift` (0 or 1) of the double binary tree over nranks: rank's
- * parent (-1 at the root) and children (-1 where none); returns the number
- * of children. Rank r sits at position ((r + shift) mod n) + 1. The tuner
- * reads the trees' shape through this. */
-int tree_links(int nranks, int shift, int rank, int *parent, int child[2]);
-/* Recursive doubling allreduce for small messages: log2(n) exchanges of the
- * whole buffer (non-powers of two fold the extra ranks in first). */
-ccl_result_t rd_schedule(const sched_op_t *op, sched_t *out);
-/* Hierarchical schedules over op->layout (never NULL here), for
- * allreduce, allgather, reduce-scatter, broadcast and reduce (hier*.c):
- *   allreduce: intra-node reduce-scatter, inter-node allreduce of each
- *     shard among its owners (one per node: a rail), intra-node allgather;
- *   allgather: ring over the nodes on each rail, then a ring in each node;
- *   reduce-scatter, broadcast, reduce: pipelined chains through every
- *     rank, node by node, each rail leaving a node through its own rank.
- * Costs for the tuner, per rank, with nn nodes of L ranks (n = nn * L)
- * and B the bytes of op->count (allgather, reduce-scatter: of one block):
- * bytes sent to other nodes, steps among them (each pays the inter-node
- * latency) and steps in all (a step is one message; the executor runs a
- * rank's steps one after another):
- *                   inter bytes       inter steps  steps      flat: inter bytes, steps
- *   allreduce       2(nn-1)/nn * B/L  2(nn-1)      ~2n        2(n-1)/n * B, 2(n-1)
- *   allgather       (nn-1) * B        nn-1         ~n         (n-1) * B, n-1
- *   reduce-scatter  (nn-1) * B        nn-1         n          (n-1) * B, n-1
- *   broadcast       B / L             1            L of B/L   B, 1 of B
- *   reduce          B / L             1            L of B/L   B, 1 of B
- * Flat ring or chain: its inter bytes cross each node boundary through one
- * rank (through every rank when ranks alternate between nodes), and as
- * every ring step waits for the previous one of the rank before, all of
- * them pay the inter-node latency. Hierarchical: every rank of a node
- * sends its share at once (rails: one NIC each pays), and every rank sends
- * as many bytes in all as in the flat schedule. Broadcast and reduce are
- * pipelined chains either way: n-1 hops of a slice, then the bytes at the
- * slowest link's speed (intra-node B, inter-node B/L instead of B).
- * Uneven nodes: a rank of a node of L_k ranks serves about max(L)/L_k
- * rails and sends that many times the inter bytes; the reduce-scatter's
- * and allgather's rails then run partly one after another (more latency,
- * the same bytes). One node, or one rank per node, is the flat schedule. */
-ccl_result_t hier_schedule(const sched_op_t *op, sched_t *out);
-/* Pipelined chain from/to the root: broadcast, reduce. */
-ccl_result_t chain_schedule(const sched_op_t *op, sched_t *out);
-/* Every rank straight to every peer: alltoall, allgather, gather, scatter,
- * send, recv. */
-ccl_result_t pairwise_schedule(const sched_op_t *op, sched_t *out);
+/* The algorithms live one to a file of this folder, each with its own
+ * header (ring.h, tree.h, hier.h, ...) declaring a generator of this
+ * shape, which fills `out` (reset first) for op->rank:
+ *   ccl_result_t X_schedule(const sched_op_t *op, sched_t *out);
+ * registry.h holds the table of them. */
 
 #endif

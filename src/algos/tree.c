@@ -22,7 +22,7 @@
  *         forwards the partial sum to the parent, or at the root finishes it);
  *   down: RECV the final half from the parent and forward it to the children.
  */
-#include "algos/schedule.h"
+#include "algos/tree.h"
 #include "base/err.h"
 
 /* Parent position of position i (1-based) in a tree over 1..n; 0 at the root. */

@@ -15,6 +15,7 @@
  */
 #include "core/coll_run.h"
 #include "base/err.h"
+#include "algos/ring.h"
 #include "device/reduce.h"
 
 #include <stdio.h>

@@ -55,7 +55,7 @@ typedef struct {
 ccl_result_t dev_cuda_reduce(const dev_cuda_reduce_t *r, void *stream);
 /* CCL_ERR_INTERNAL (message set) when r breaks the contract above: dtype
  * or op out of range, sources or destinations out of bounds
- * (kernels_check.c, every build; each dev_cuda_reduce calls it). */
+ * (kernels_cuda_check.c, every build; each dev_cuda_reduce calls it). */
 ccl_result_t dev_cuda_reduce_check(const dev_cuda_reduce_t *r);
 /* Enqueues a copy of bytes from src into dst and, when dst2 is not NULL,
  * into dst2 as well (one read, two writes). */

@@ -33,6 +33,8 @@
 #include "core/communicator.h"
 #include "exec/exec.h"
 #include "base/err.h"
+#include "algos/chain.h"
+#include "algos/ring.h"
 #include "device/cuda_rt.h"
 #include "device/reduce.h"
 

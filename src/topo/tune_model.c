@@ -8,6 +8,7 @@
  */
 #include "topo/tune.h"
 #include "base/err.h"
+#include "algos/tree.h"
 
 #include <stdlib.h>
 #include <string.h>

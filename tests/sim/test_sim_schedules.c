@@ -21,6 +21,13 @@
  */
 #include "algos/engine.h"
 #include "algos/schedule.h"
+#include "algos/chain.h"
+#include "algos/direct.h"
+#include "algos/hier.h"
+#include "algos/pairwise.h"
+#include "algos/rd.h"
+#include "algos/ring.h"
+#include "algos/tree.h"
 #include "device/reduce.h"
 
 #include <stdint.h>

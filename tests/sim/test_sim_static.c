@@ -21,6 +21,8 @@
  */
 #include "algos/engine.h"
 #include "algos/schedule.h"
+#include "algos/chain.h"
+#include "algos/ring.h"
 
 #include <stdio.h>
 #include <stdlib.h>

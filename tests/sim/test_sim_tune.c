@@ -24,6 +24,13 @@
  * Run with -v for the table.
  */
 #include "algos/schedule.h"
+#include "algos/chain.h"
+#include "algos/direct.h"
+#include "algos/hier.h"
+#include "algos/pairwise.h"
+#include "algos/rd.h"
+#include "algos/ring.h"
+#include "algos/tree.h"
 #include "topo/tune.h"
 
 #include <math.h>

@@ -28,6 +28,9 @@
 #include <string.h>
 
 #include "algos/schedule.h"
+#include "algos/direct.h"
+#include "algos/pairwise.h"
+#include "algos/ring.h"
 #include "base/err.h"
 
 #define MAX_RANKS 16

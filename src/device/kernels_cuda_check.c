@@ -1,8 +1,10 @@
 /*
- * kernels_check.c - the argument contract of the kernel entry points of
- * kernels_cuda.h, checked in one place for every implementation of them:
- * the CUDA kernels (reduce_cuda.cu) and the host kernels of the mock GPU
- * build (tests/mock_cuda/kernels_mock.c). Plain C, in every build.
+ * kernels_cuda_check.c - the argument contract of the kernel entry points
+ * of kernels_cuda.h, checked in one place for every implementation of
+ * them: the CUDA kernels (reduce_cuda.cu) and the host kernels of the mock
+ * GPU build (tests/mock_cuda/kernels_mock.c). Plain C, in every build; a
+ * part of kernels_cuda.h's module (its name says so), as the contract it
+ * checks is that header's.
  */
 #include "base/err.h"
 #include "device/kernels_cuda.h"
