@@ -549,6 +549,10 @@ fi
 # docs/env.md is generated from params.def, and docs/api.md lists every result code.
 run_test "docs/check_docs" unit bash tests/check_docs.sh
 
+# ---- structure -------------------------------------------------------------------------
+# src/ keeps the layers, honest headers and loop-free modules of docs/architecture.md.
+run_test "layers/check_layers" unit bash tests/check_layers.sh
+
 # ---- summary -------------------------------------------------------------------------
 echo "total time $(elapsed_since "$suite_start")s; logs in $LOGDIR/"
 if [[ $failed -gt 0 ]]; then
