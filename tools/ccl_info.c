@@ -171,7 +171,7 @@ static int explain(const topo_t *t, const explain_opts_t *o, int local_ranks)
         links.cores = o->cores;
     /* What comm init would agree on: slots as comm_agree_fifo cuts
      * CCL_BUFFSIZE (CCL_NET_BUFFSIZE across nodes), the board as
-     * connect_board sizes it (one node only). */
+     * mesh_connect_board sizes it (one node only). */
     int64_t nslots = param_int(PARAM_NSLOTS) > 0 ? param_int(PARAM_NSLOTS) : 8;
     int64_t buffsize = param_int(nodes > 1 ? PARAM_NET_BUFFSIZE : PARAM_BUFFSIZE);
     links.slot_bytes = (size_t)(buffsize / nslots / 64 * 64);

@@ -8,7 +8,7 @@
  * where it applies (rank and node counts, grouped calls, the board and
  * single-copy sizes) and which of the cost model's formulas prices it.
  * The tuner (topo/tune*.c), CCL_ALGO's parser, ccl-info --explain and the
- * dispatch in core/coll.c all read it; adding a schedule algorithm is its
+ * dispatch in core/coll_run.c all read it; adding a schedule algorithm is its
  * file and its header here plus one row in registry.c (and an algo_t
  * below, which the row's index is).
  *
@@ -50,7 +50,7 @@ typedef enum {
 #define ALGO_COLL(c) (1u << (c)) /* a collective in a descriptor's masks */
 
 /* How an algorithm runs. A direct one has no schedule: the core calls its
- * executor (core/coll.c), which may decline (the pair, when a buffer is
+ * executor (core/coll_run.c), which may decline (the pair, when a buffer is
  * not a ccl_mem_alloc one); the call then runs what a group would. */
 typedef enum {
     ALGO_RUN_SCHEDULE = 0, /* schedule() for the host or device executor */

@@ -4,7 +4,7 @@
  *
  * Its own header so that what calls the ring says so: besides the
  * registry's row, the device executor (exec/device.c) and the argument
- * check's allgather (core/check_args.c) run the ring without the tuner,
+ * check's allgather (core/coll_run_check.c) run the ring without the tuner,
  * and schedule.h stays the schedule's data alone, which every algorithm
  * shares.
  */

@@ -4,7 +4,7 @@
  * Each failure has its own code and a message naming the argument, so a
  * caller can tell "NULL buffer" from "bad dtype" without parsing text. The
  * checks are cheap (no communication) and run on every call; the
- * cross-rank comparison of CCL_CHECK_ARGS is check_args.c.
+ * cross-rank comparison of CCL_CHECK_ARGS is coll_run_check.c.
  *
  * In-place rules are NCCL's: a call is in place when its buffers coincide
  * exactly as the API documents (allgather: send == recv + rank*count, ...);

@@ -41,10 +41,10 @@ void coll_enter(struct ccl_comm *comm, const coll_args_t *a, uint64_t seq)
 {
     if (a->coll != SCHED_P2P_SEND && a->coll != SCHED_P2P_RECV) {
         comm->coll_calls++;
-        if (comm->board.hdr)
-            shm_board_enter(&comm->board, comm->coll_calls);
+        if (comm->mesh.board.hdr)
+            shm_board_enter(&comm->mesh.board, comm->coll_calls);
     }
-    fault_before_call(comm, comm->rank, comm->net, seq);
+    fault_before_call(comm, comm->rank, comm->mesh.net, seq);
 }
 
 static void coll_fail_context(const coll_args_t *a, uint64_t seq, int ncalls)

@@ -214,9 +214,7 @@ ccl_result_t comm_build(struct ccl_comm *comm, const ccl_unique_id_t *id)
     comm->copy_help = help >= 2 || (help == 1 && !crowded);
     comm->copy_help_idle = help >= 1;
     CCL_TRY(comm_agree_fifo(comm));
-    CCL_TRY(connect_mesh(comm));
-    CCL_TRY(connect_net(comm));
-    CCL_TRY(connect_board(comm));
+    CCL_TRY(connect_host(comm));
     CCL_TRY(tuner_init(comm));
     CCL_TRY(connect_prefault(comm));
     if (posix_memalign(&comm->scratch, 4096, 2 * comm->slot_size) != 0)

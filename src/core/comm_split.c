@@ -202,8 +202,8 @@ CCL_API ccl_result_t ccl_comm_get_async_error(ccl_comm_t comm, ccl_result_t *asy
     ccl_result_t e = CCL_SUCCESS;
     if (atomic_load(&comm->aborted)) {
         e = err_set(CCL_ERR_ABORTED, "the communicator was aborted");
-    } else if (comm->net && net_failed(comm->net)) {
-        e = err_set(CCL_ERR_REMOTE, "%s", net_error(comm->net));
+    } else if (comm->mesh.net && net_failed(comm->mesh.net)) {
+        e = err_set(CCL_ERR_REMOTE, "%s", net_error(comm->mesh.net));
     } else if (atomic_load(&comm->broken_code) != CCL_SUCCESS) {
         /* The failed call's own message is already in last_error. */
         *async_error = (ccl_result_t)atomic_load(&comm->broken_code);

@@ -17,7 +17,7 @@
 #include "transport/net.h"
 #include "transport/p2p.h"
 #include "transport/shm.h"
-#include "transport/shm_board.h"
+#include "transport/mesh.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -49,7 +49,7 @@ typedef struct {
     p2p_conn_t recv, send;  /* from rank-1, to rank+1 (none with one rank) */
     int use_kernel_wait;    /* CCL_CUDA_STREAM_WAIT=kernel */
     void *done;             /* event recorded after each call's work (NULL before the first) */
-    pthread_t watch;        /* watch_p2p.c, while state is UP */
+    pthread_t watch;        /* connect_p2p_watch.c, while state is UP */
     int watching;
     _Atomic int watch_stop;
 } comm_p2p_t;
@@ -64,10 +64,7 @@ struct ccl_comm {
     int max_local;           /* ranks on the fullest node */
     int kernel_ranks;        /* ranks on this kernel (boot id), this one included: they share our cores */
     bs_t bs;                 /* peers[] holds every rank's pid and host */
-    shm_conn_t *send_conns;  /* [nranks]; fifo == NULL where unconnected */
-    shm_conn_t *recv_conns;
-    net_t *net;              /* connections to other hosts; NULL on one host */
-    shm_board_t board;       /* one-shot board; hdr == NULL when not all ranks are local */
+    mesh_t mesh;             /* FIFOs to every rank (shm, net), the one-shot board */
     size_t slot_size;        /* agreed by all ranks at init */
     uint32_t nslots;
     int spin, yield;         /* wait policy (us), from the local rank count */
@@ -87,7 +84,7 @@ struct ccl_comm {
      * collective holds while it waits for peers that may be in the split. */
     pthread_mutex_t bs_lock;
     sched_t sched;             /* reused schedule storage, under exec_lock */
-    sched_t *group_scheds;     /* ... and for the calls of a group (coll.c), grown as needed */
+    sched_t *group_scheds;     /* ... and for the calls of a group (coll_run.c), grown as needed */
     int group_scheds_cap;
     void *eng_arena;           /* reused engine state, under exec_lock */
     size_t eng_arena_cap;
@@ -108,7 +105,7 @@ struct ccl_comm {
     _Atomic int broken_code;   /* ... with this result (ccl_comm_get_async_error) */
 
     comm_p2p_t p2p;            /* under exec_lock; the P2P queues under p2p_queue_lock */
-    /* Queueing a P2P call's work on its stream (exec_device.c says why not
+    /* Queueing a P2P call's work on its stream (exec/device.c says why not
      * under exec_lock); taken with exec_lock held, never the other way. */
     pthread_mutex_t p2p_queue_lock;
     sched_t p2p_sched;         /* reused schedule storage, under p2p_queue_lock */

@@ -1,6 +1,6 @@
 /*
- * connect.h - a communicator's connections: shm FIFOs, net connections
- * and the board (connect.c), P2P connections between GPUs (connect_p2p.c)
+ * connect.h - a communicator's connections: the host ones (connect.c, over
+ * transport/mesh.h), P2P connections between GPUs (connect_p2p.c)
  * and the thread that watches them for failed peers (connect_p2p_watch.c).
  */
 #ifndef CCL_CORE_CONNECT_H
@@ -8,11 +8,10 @@
 
 #include "core/communicator.h"
 
-/* connect.c: shm FIFOs between every pair of local ranks, net connections
- * to every rank of another host, and the one-shot board. */
-ccl_result_t connect_mesh(struct ccl_comm *comm);
-ccl_result_t connect_net(struct ccl_comm *comm);
-ccl_result_t connect_board(struct ccl_comm *comm);
+/* connect.c: the host connections (transport/mesh.h): shm FIFOs between
+ * every pair of local ranks, net connections to every rank of another
+ * host, and the one-shot board. */
+ccl_result_t connect_host(struct ccl_comm *comm);
 /* Faults in, at init, the FIFOs to and from the peers of the reduction
  * algorithms this communicator may run (after tuner_init: CCL_ALGO). */
 ccl_result_t connect_prefault(struct ccl_comm *comm);

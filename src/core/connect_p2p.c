@@ -16,7 +16,7 @@
  * Every rank sees every answer, so all reach the same verdict: P2P up, or
  * off for good with the first reason (logged at INFO, P2P subsystem), in
  * which case device calls keep the staged path. Every rank unlinks every
- * page name at the end, as connect_mesh does.
+ * page name at the end, as mesh_connect_shm does (transport/mesh.c).
  *
  * What every rank knows without asking is checked first, with no exchange:
  * all ranks on one host, and no process hosting two of its ranks

@@ -1,6 +1,6 @@
 /*
  * connect_p2p_watch.c - a thread per communicator whose calls run on the GPU over
- * P2P (exec_device.c) that looks for peers that will never come.
+ * P2P (exec/device.c) that looks for peers that will never come.
  *
  * A call on the P2P path is work queued on a stream: waits on counters
  * that the peers' GPUs move, kernels, counter writes. On the host path a

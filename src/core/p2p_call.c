@@ -84,7 +84,7 @@ ccl_result_t p2p_call_run(const coll_args_t *in, ccl_stream_t stream, int *taken
      * blocks while the stream's queue is full (about a thousand entries,
      * by the figure usually quoted; a 1 GiB call queues several per MiB),
      * and the stream may be held by a staged call of this comm whose worker needs exec_lock to run
-     * it: holding exec_lock here would deadlock. The watch (watch_p2p.c)
+     * it: holding exec_lock here would deadlock. The watch (connect_p2p_watch.c)
      * needs exec_lock too, to let the waits go when a peer dies while we are
      * blocked here. */
     pthread_mutex_lock(&comm->p2p_queue_lock);
@@ -114,7 +114,7 @@ out:
         exec_unlock(&comm->exec_lock);
     /* NULL stream: blocks, after exec_lock (the legacy stream may wait for
      * staged work whose worker needs it). If a peer fails meanwhile, the
-     * watch (watch_p2p.c) breaks the comm and lets the GPU finish: the
+     * watch (connect_p2p_watch.c) breaks the comm and lets the GPU finish: the
      * call then returns the comm's error, not what the GPU left behind. */
     if (done) {
         res = dev_event_sync(done);

@@ -68,7 +68,7 @@
  * 0.67-1.03x), scatter (0.45-0.94x), gather from 2 MiB (0.66-1.0x; 1.02-
  * 1.07x at 1 MiB), the 2-rank allgather (1 and 2 MiB: 50 and 97 against
  * 69 and 149 us) once its twin copies stopped streaming below
- * CCL_STREAM_THRESHOLD (core/exec_host.c), about equal for the 4-rank
+ * CCL_STREAM_THRESHOLD (exec/host.c), about equal for the 4-rank
  * allgather; broadcast, alltoall and send/recv had been 1.03-3.5x faster
  * from 1 MiB before. Reduce is the exception: on 2 ranks single copy was
  * 1.19-1.37x slower up to 8 MiB, on 4 ranks 0.97-1.10x. */
@@ -244,7 +244,7 @@ ccl_result_t tuner_init(struct ccl_comm *comm)
         .net_lat = agreed.net_lat,
         .cores = agreed.cores,
         .slot_bytes = comm->slot_size,
-        .board_bytes = comm->board.hdr ? comm->board.slot_bytes : 0,
+        .board_bytes = comm->mesh.board.hdr ? comm->mesh.board.slot_bytes : 0,
         .single_copy_bytes = (size_t)agreed.single_copy,
         .single_copy_auto = all[0].single_copy_auto,
     };

@@ -72,7 +72,7 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
         wait_for = r == root ? BOARD_WAIT_NONE : BOARD_WAIT_ROOT;
     else if (a->coll == SCHED_REDUCE || a->coll == SCHED_GATHER)
         wait_for = r == root ? BOARD_WAIT_ALL : BOARD_WAIT_NONE;
-    ccl_result_t res = shm_board_exchange(&comm->board, post, send_bytes, exec_board_bytes(a, n), wait_for, root,
+    ccl_result_t res = shm_board_exchange(&comm->mesh.board, post, send_bytes, exec_board_bytes(a, n), wait_for, root,
                                           &pol, &view);
     if (res != CCL_SUCCESS)
         return res;
@@ -110,6 +110,6 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
     default:
         return err_set(CCL_ERR_INTERNAL, "one-shot: no path for %s", sched_coll_name(a->coll));
     }
-    shm_board_release(&comm->board);
+    shm_board_release(&comm->mesh.board);
     return CCL_SUCCESS;
 }

@@ -21,7 +21,7 @@ typedef struct {
     const sched_t *scheds;    /* ncalls */
     int ncalls;
 } exec_job_t;
-/* Groups of up to this many calls keep their bookkeeping (coll.c) and
+/* Groups of up to this many calls keep their bookkeeping (core/coll_run.c) and
  * executor state (host.c) on the stack: with a malloc and a free per
  * array, an 8-byte send/recv pair spent a fifth of its time in the
  * allocator. */

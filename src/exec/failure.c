@@ -60,9 +60,9 @@ static int exec_dead_local(struct ccl_comm *comm, int first, int last, int close
          * reads as a crash. */
         if (!exec_pid_dead((pid_t)p->pid))
             continue;
-        if (shm_conn_poisoned(&comm->recv_conns[q]) || shm_conn_poisoned(&comm->send_conns[q]))
+        if (shm_conn_poisoned(&comm->mesh.recv[q]) || shm_conn_poisoned(&comm->mesh.send[q]))
             continue;
-        if (closed_ok && (shm_conn_closed(&comm->recv_conns[q]) || shm_conn_closed(&comm->send_conns[q])))
+        if (closed_ok && (shm_conn_closed(&comm->mesh.recv[q]) || shm_conn_closed(&comm->mesh.send[q])))
             continue;
         return q;
     }
@@ -78,8 +78,8 @@ static const char *exec_local_poison(struct ccl_comm *comm, char *buf, size_t le
     for (int q = 0; q < comm->nranks; q++) {
         if (q == comm->rank || comm->layout.node_of[q] != comm->layout.node_of[comm->rank])
             continue;
-        if (shm_conn_poison_why(&comm->recv_conns[q], buf, len) ||
-            shm_conn_poison_why(&comm->send_conns[q], buf, len))
+        if (shm_conn_poison_why(&comm->mesh.recv[q], buf, len) ||
+            shm_conn_poison_why(&comm->mesh.send[q], buf, len))
             return buf;
     }
     return NULL;
@@ -89,14 +89,14 @@ ccl_result_t exec_local_failure(struct ccl_comm *comm, int first, int last, int 
 {
     if (atomic_load(&comm->aborted))
         return err_set(CCL_ERR_ABORTED, "communicator aborted while we waited to %s", what);
-    if (comm->net && net_failed(comm->net)) {
+    if (comm->mesh.net && net_failed(comm->mesh.net)) {
         /* Often the echo of a local rank's death (remote peers noticed it
          * first and closed their connections): that rank is the cause. */
         int q = exec_dead_local(comm, 0, comm->nranks - 1, 0);
         if (q >= 0)
             return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited; then the network failed: %s", q,
-                           (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, net_error(comm->net));
-        return err_set(CCL_ERR_REMOTE, "%s", net_error(comm->net));
+                           (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, net_error(comm->mesh.net));
+        return err_set(CCL_ERR_REMOTE, "%s", net_error(comm->mesh.net));
     }
     /* The dead first (see exec_dead_local): a rank that poisons, then
      * exits, between the two looks is found by its reason. */
@@ -123,12 +123,12 @@ ccl_result_t exec_wait_check(void *arg, uint64_t waited_ns)
     if (res != CCL_SUCCESS)
         return res;
     uint64_t idle = c->idle_since ? clock_now_ns() - c->idle_since : waited_ns;
-    if (idle > comm->bs.timeout_ns && comm->board.hdr) {
+    if (idle > comm->bs.timeout_ns && comm->mesh.board.hdr) {
         /* The rank we wait for may itself wait for one that stopped
          * calling collectives: name that one. */
         int behind[4];
         uint64_t at[4];
-        int nb = shm_board_behind(&comm->board, comm->coll_calls, behind, at, 4);
+        int nb = shm_board_behind(&comm->mesh.board, comm->coll_calls, behind, at, 4);
         if (nb > 0) {
             const bs_peer_t *p = &comm->bs.peers[behind[0]];
             return err_set(CCL_ERR_TIMEOUT, "no progress for %llu s (CCL_TIMEOUT): rank %d (pid %d on %s) has not "

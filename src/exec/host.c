@@ -150,8 +150,8 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         return 1;
     }
 
-    shm_conn_t *rc = st->recv_peer >= 0 ? &comm->recv_conns[st->recv_peer] : NULL;
-    shm_conn_t *sc = st->send_peer >= 0 ? &comm->send_conns[st->send_peer] : NULL;
+    shm_conn_t *rc = st->recv_peer >= 0 ? &comm->mesh.recv[st->recv_peer] : NULL;
+    shm_conn_t *sc = st->send_peer >= 0 ? &comm->mesh.send[st->send_peer] : NULL;
     if ((rc && !rc->fifo) || (sc && !sc->fifo))
         CCL_FAIL(CCL_ERR_INTERNAL, "schedule uses a connection to rank %d that does not exist",
                  rc && !rc->fifo ? st->recv_peer : st->send_peer);
@@ -343,7 +343,7 @@ static ccl_result_t exec_drain(exec_run_t *run)
      * twin of a star broadcast or pairwise allgather) and so writes twice. */
     for (int i = 1, n = comm->nranks; refs && i <= n; i++) {
         int p = (comm->rank + i) % n;
-        if (!comm->send_conns[p].fifo || !comm->send_conns[p].lent_len)
+        if (!comm->mesh.send[p].fifo || !comm->mesh.send[p].lent_len)
             continue;
         ccl_result_t res = exec_help(comm, p);
         if (res != CCL_SUCCESS)
@@ -352,26 +352,26 @@ static ccl_result_t exec_drain(exec_run_t *run)
     /* A forwarded reference first: once the rank we passed it to is done
      * with it, the rank that passed it to us may return. */
     for (int p = 0; refs && p < comm->nranks; p++) {
-        shm_conn_t *rc = &comm->recv_conns[p];
+        shm_conn_t *rc = &comm->mesh.recv[p];
         if (!rc->fifo || !rc->held)
             continue;
         exec_wait_ctx_t ctx = {comm, rc->held - 1, "send to", 0, 0};
         wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
-        ccl_result_t res = shm_send_drain(&comm->send_conns[rc->held - 1], &pol);
+        ccl_result_t res = shm_send_drain(&comm->mesh.send[rc->held - 1], &pol);
         if (res != CCL_SUCCESS)
             return res;
         rc->held = 0;
         shm_recv_done(rc);
     }
     for (int p = 0; refs && p < comm->nranks; p++) {
-        if (!comm->send_conns[p].fifo)
+        if (!comm->mesh.send[p].fifo)
             continue;
         exec_wait_ctx_t ctx = {comm, p, "send to", 0, 0};
         wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
-        ccl_result_t res = shm_send_drain(&comm->send_conns[p], &pol);
+        ccl_result_t res = shm_send_drain(&comm->mesh.send[p], &pol);
         if (res != CCL_SUCCESS)
             return res;
-        comm->send_conns[p].twin_open = 0; /* the reader is done with our twin */
+        comm->mesh.send[p].twin_open = 0; /* the reader is done with our twin */
     }
     return CCL_SUCCESS;
 }
@@ -383,8 +383,8 @@ static ccl_result_t exec_wait(exec_run_t *run, const eng_sweep_t *sw, int others
 {
     struct ccl_comm *comm = run->job->comm;
     const sched_step_t *st = &run->job->scheds[sw->wait_op].steps[sw->wait_step];
-    shm_conn_t *rc = st->recv_peer >= 0 ? &comm->recv_conns[st->recv_peer] : NULL;
-    shm_conn_t *sc = st->send_peer >= 0 ? &comm->send_conns[st->send_peer] : NULL;
+    shm_conn_t *rc = st->recv_peer >= 0 ? &comm->mesh.recv[st->recv_peer] : NULL;
+    shm_conn_t *sc = st->send_peer >= 0 ? &comm->mesh.send[st->send_peer] : NULL;
     int recv = rc && !shm_recv_ready(rc);
     if (!recv && !(sc && !shm_send_ready(sc)))
         return CCL_SUCCESS; /* it became ready since the sweep */

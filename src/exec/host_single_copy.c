@@ -49,7 +49,7 @@ int exec_sends_whole(const exec_ctx_t *x, const sched_step_t *st, const shm_conn
 int exec_may_forward(const exec_ctx_t *x, const sched_step_t *st, const shm_conn_t *sc)
 {
     return x->args->coll == SCHED_BROADCAST && st->action == SCHED_RECV_COPY_SEND && (st->flags & SCHED_SOLE_SEND) &&
-           x->sole_call && sc && !sc->via_net && x->comm->board.hdr; /* readers check the root there */
+           x->sole_call && sc && !sc->via_net && x->comm->mesh.board.hdr; /* readers check the root there */
 }
 
 /* The rank whose buffer a reference names: the sender, or for a
@@ -81,10 +81,10 @@ ccl_result_t exec_owner_check(struct ccl_comm *comm, int owner)
     char why[1024];
     if (atomic_load(&comm->aborted))
         return err_set(CCL_ERR_ABORTED, "communicator aborted while we read rank %d's buffer in place", owner);
-    if (shm_conn_poison_why(&comm->recv_conns[owner], why, sizeof why) ||
-        shm_conn_poison_why(&comm->send_conns[owner], why, sizeof why))
+    if (shm_conn_poison_why(&comm->mesh.recv[owner], why, sizeof why) ||
+        shm_conn_poison_why(&comm->mesh.send[owner], why, sizeof why))
         return err_set(CCL_ERR_REMOTE, "%s", why);
-    if (shm_board_rank_failed(&comm->board, owner))
+    if (shm_board_rank_failed(&comm->mesh.board, owner))
         return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s), whose buffer we read in place, failed", owner,
                        (int)comm->bs.peers[owner].pid, comm->bs.peers[owner].hostname);
     return CCL_SUCCESS;
@@ -264,7 +264,7 @@ void exec_wait_copier(struct ccl_comm *comm, int peer, const _Atomic uint32_t *c
  * finish the one it is in. */
 static void exec_help_close(struct ccl_comm *comm, int peer)
 {
-    shm_conn_t *rc = &comm->recv_conns[peer];
+    shm_conn_t *rc = &comm->mesh.recv[peer];
     shm_help_t *help = shm_help_of(shm_slot_at(rc, rc->pos));
     rc->closing = 1 + shm_help_close(help, rc->help_slices);
     rc->help_slices = 0;
@@ -278,7 +278,7 @@ static void exec_help_close(struct ccl_comm *comm, int peer)
  * exec_abandon_wait then lets it finish those it claimed. */
 static void exec_twin_close(struct ccl_comm *comm, int peer)
 {
-    shm_conn_t *sc = &comm->send_conns[peer];
+    shm_conn_t *sc = &comm->mesh.send[peer];
     shm_help_t *help = shm_help_of(shm_slot_at(sc, sc->lent_pos));
     sc->closing = 1 + shm_help_poster_close(help, (uint32_t)sc->twin_open);
     sc->twin_open = 0;
@@ -293,11 +293,11 @@ static void exec_twin_close(struct ccl_comm *comm, int peer)
 void exec_abandon_close(struct ccl_comm *comm)
 {
     for (int p = 0; p < comm->nranks; p++) {
-        if (comm->send_conns[p].fifo)
-            comm->send_conns[p].lent_len = 0; /* a failed call helps nobody later (exec_help) */
-        if (comm->send_conns[p].fifo && comm->send_conns[p].twin_open)
+        if (comm->mesh.send[p].fifo)
+            comm->mesh.send[p].lent_len = 0; /* a failed call helps nobody later (exec_help) */
+        if (comm->mesh.send[p].fifo && comm->mesh.send[p].twin_open)
             exec_twin_close(comm, p);
-        if (comm->recv_conns[p].fifo && comm->recv_conns[p].help_slices)
+        if (comm->mesh.recv[p].fifo && comm->mesh.recv[p].help_slices)
             exec_help_close(comm, p);
     }
 }
@@ -305,7 +305,7 @@ void exec_abandon_close(struct ccl_comm *comm)
 void exec_abandon_wait(struct ccl_comm *comm)
 {
     for (int p = 0; p < comm->nranks; p++) {
-        shm_conn_t *sc = &comm->send_conns[p], *rc = &comm->recv_conns[p];
+        shm_conn_t *sc = &comm->mesh.send[p], *rc = &comm->mesh.recv[p];
         if (sc->fifo && sc->closing)
             exec_wait_copier(comm, p, &shm_help_of(shm_slot_at(sc, sc->lent_pos))->reader_done, sc->closing - 1);
         if (rc->fifo && rc->closing)
@@ -346,7 +346,7 @@ void exec_twin_init(exec_ctx_t *x)
     const sched_step_t *c = &s->steps[copy];
     for (int i = 0; i < s->nsteps && send < 0; i++) {
         const sched_step_t *st = &s->steps[i];
-        const shm_conn_t *sc = st->send_peer >= 0 ? &x->comm->send_conns[st->send_peer] : NULL;
+        const shm_conn_t *sc = st->send_peer >= 0 ? &x->comm->mesh.send[st->send_peer] : NULL;
         if (st->action == SCHED_SEND && st->src_buf == SCHED_BUF_SEND && st->src_off == c->src_off &&
             st->count == c->count && sc && sc->fifo && exec_sends_whole(x, st, sc, st->count * x->esz))
             send = i;
@@ -369,7 +369,7 @@ void exec_twin_init(exec_ctx_t *x)
 ccl_result_t exec_help(struct ccl_comm *comm, int p)
 {
     ccl_result_t res = CCL_SUCCESS;
-    shm_conn_t *sc = &comm->send_conns[p];
+    shm_conn_t *sc = &comm->mesh.send[p];
     shm_help_t *help = shm_help_of(shm_slot_at(sc, sc->lent_pos));
     const char *src = sc->lent_src;
     char *twin = sc->lent_twin;

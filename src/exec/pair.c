@@ -23,7 +23,7 @@
  * also carries the shared block. An offer without buffers settles it for
  * both; otherwise both say whether they could map the other's buffers.
  * Unless both could, both consume the offers and run another algorithm
- * (coll.c), having written nothing.
+ * (core/coll_run.c), having written nothing.
  */
 #include "core/communicator.h"
 #include "exec/exec.h"
@@ -177,7 +177,7 @@ ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *a, int *ra
 {
     ccl_result_t res = CCL_SUCCESS;
     int me = comm->rank, peer = 1 - me;
-    shm_conn_t *sc = &comm->send_conns[peer], *rc = &comm->recv_conns[peer];
+    shm_conn_t *sc = &comm->mesh.send[peer], *rc = &comm->mesh.recv[peer];
     size_t esz = dev_dtype_size(a->dtype), total = a->count * esz, slice = comm->slot_size;
     uint32_t n = (uint32_t)((total + slice - 1) / slice);
     exec_wait_ctx_t ctx = {comm, peer, "exchange with", 0, 0};

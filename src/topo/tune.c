@@ -140,7 +140,7 @@ typedef struct {
     int n, nn;
     double ai, an; /* hop latency, us: shm, net */
     double bi, bn; /* us per byte: a rank's pass, a NIC */
-    int grouped;   /* in a group: no whole-step references (exec_host.c) */
+    int grouped;   /* in a group: no whole-step references (exec/host.c) */
 } tune_ev_t;
 
 /* One round of an algorithm whose steps move chunks of c bytes, split into

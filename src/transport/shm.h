@@ -8,7 +8,7 @@
  * unlinked, so nothing is left in /dev/shm even if a process dies later.
  * Since every rank learns every name before any segment exists, the
  * survivors of a rank that dies during init unlink its segments too
- * (core/connect.c).
+ * (mesh.c).
  *
  * The sender fills slot (tail % nslots) and publishes tail+1; the receiver
  * consumes slot (head % nslots) and publishes head+1. tail and head live on
@@ -73,7 +73,7 @@ typedef struct {
     /* Sender: the reader posts to us as we post to it (an allgather):
      * it copies every slice itself, and we only wait (shm_help.h). */
     int lent_exchange;
-    int lent_stream; /* the twin's copies stream (exec_host.c, stream_twin) */
+    int lent_stream; /* the twin's copies stream (exec/host.c, stream_twin) */
     /* After our call failed: 1 + the slices the peer took to copy into our
      * buffer (our twin as sender, our destination as receiver), which we
      * wait for before returning; 0: nothing to wait for. */

@@ -1,7 +1,7 @@
 /*
  * shm_help.h - the poster of a whole-step reference copies part of it.
  *
- * A whole-step reference (core/exec_host.c) names a whole step of the
+ * A whole-step reference (exec/host.c) names a whole step of the
  * poster's registered buffer; the reader copies it slice by slice while the
  * poster, its own steps done, only waits in its drain. When the reader's
  * destination is a registered buffer as well, the poster can map it and

@@ -18,7 +18,7 @@
  * `done` closed, so the other fails instead of waiting for slices that
  * never come; then it waits for the other's slices in flight, so that
  * nothing writes into its buffers after it returns: for a few seconds at
- * most (core/exec_host.c, exec_wait_copier), as a peer stopped inside a
+ * most (exec/host_single_copy.c, exec_wait_copier), as a peer stopped inside a
  * slice longer than that cannot be told from a hung one. A side checks
  * the other's closed mark after each claim, so at most the slice it is in
  * when the other closes is written late.

@@ -1,7 +1,7 @@
 /*
  * test_sim_static.c - the device executor's static order cannot deadlock.
  *
- * The device executor (src/core/exec_device.c) queues a whole call on a
+ * The device executor (src/exec/device.c) queues a whole call on a
  * CUDA stream in advance, in the static order of eng_static_next: it
  * cannot skip a slice whose connection is not ready, as the host engine
  * does. This simulates every rank of a communicator running its schedule

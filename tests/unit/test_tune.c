@@ -251,7 +251,7 @@ static void test_pair_picks(void **state)
     assert_int_equal(pick(&m2, SCHED_ALLREDUCE, 512 * KiB), ALGO_DIRECT);
     for (size_t size = MiB; size <= 1024 * MiB; size *= 4)
         assert_int_equal(pick(&m2, SCHED_ALLREDUCE, size), ALGO_PAIR);
-    /* Grouped, or after both ranks declined (coll.c picks as a group). */
+    /* Grouped, or after both ranks declined (coll_run.c picks as a group). */
     assert_int_equal(tune_pick(&m2, SCHED_ALLREDUCE, 8 * MiB, 1, TUNE_ALL, NULL, NULL), ALGO_DIRECT);
     assert_int_equal(tune_pick(&m2, SCHED_ALLREDUCE, 64 * MiB, 1, TUNE_ALL, NULL, NULL), ALGO_RING);
     assert_int_equal(pick(&m2off, SCHED_ALLREDUCE, 64 * MiB), ALGO_RING);
