@@ -257,6 +257,10 @@ run_variant "CCL_ENGINE_WINDOW=4" test_groups
 # A host stream holding two calls at most: every enqueue past that waits
 # for room (CCL_STREAM_DEPTH), and nothing may deadlock or reorder.
 run_variant "CCL_STREAM_DEPTH=2" test_streams
+# Net failures (a peer killed, one that aborts or destroys, a cut) with the
+# proxy doing the socket I/O itself: then the callers drive their messages
+# (net_drive), and every failure must still reach every rank named.
+run_variant "CCL_SOCKET_NTHREADS=0" test_net_fault
 
 # ---- AddressSanitizer pass ------------------------------------------------------
 # A plain `make test` also builds the library and a few multi-process tests

@@ -129,6 +129,8 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
                     return CCL_SUCCESS;
                 wait_cpu_relax();
             }
+            if (policy->drive)
+                policy->drive(policy->drive_arg);
             if (clock_now_ns() - start >= spin_ns)
                 break;
         }
@@ -138,10 +140,14 @@ ccl_result_t wait_change(_Atomic uint32_t *word, uint32_t old, _Atomic uint32_t 
     uint64_t last_check = start;
     for (;;) {
         uint64_t now = clock_now_ns();
-        if (now - start < (uint64_t)policy->yield * 1000) {
+        /* A waiter that drives keeps driving: asleep, it would leave its
+         * messages to nobody (the proxy stops watching while callers drive). */
+        if (policy->drive || now - start < (uint64_t)policy->yield * 1000) {
             for (int i = 0; i < 64; i++) {
                 if (atomic_load_explicit(word, memory_order_acquire) != old)
                     return CCL_SUCCESS;
+                if (policy->drive && policy->drive(policy->drive_arg) > 0)
+                    continue;
                 sched_yield();
             }
         } else {

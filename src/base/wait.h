@@ -41,11 +41,19 @@ static inline void wait_fence_light(void)
  * waiting, or the error that ends the wait (it sets the message). */
 typedef ccl_result_t (*wait_check_fn)(void *arg, uint64_t waited_ns);
 
+/* Called between looks while a wait spins or yields: moves what the word
+ * depends on, when the waiter can do that itself (the net transport's
+ * messages, driven by the calling thread instead of handed to the proxy
+ * thread). Returns how many things moved; > 0 looks at the word at once. */
+typedef int (*wait_drive_fn)(void *arg);
+
 typedef struct {
     wait_check_fn check;
     void *arg;
     int spin;           /* microseconds to spin before yielding */
     int yield;          /* microseconds to yield before sleeping */
+    wait_drive_fn drive; /* optional */
+    void *drive_arg;
 } wait_policy_t;
 
 /* A thread that may be cancelled from another (a nonblocking init's: its

@@ -59,7 +59,7 @@ ccl_result_t exec_host_oneshot(struct ccl_comm *comm, const coll_args_t *a)
     int n = comm->nranks, r = comm->rank, root = a->root;
     board_bank_t view;
     exec_wait_ctx_t ctx = {comm, -1, "exchange with", 0, 0};
-    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
     if (bytes == 0)
         return CCL_SUCCESS;
     const void *post = a->sendbuf;

@@ -19,6 +19,7 @@
 #include "exec/fault.h"
 #include "device/copy.h"
 #include "device/reduce.h"
+#include "transport/net.h"
 #include "transport/shm_help.h"
 
 #include <errno.h>
@@ -166,7 +167,7 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
         return 0;
     const void *in = NULL;
     void *out = NULL;
-    wait_policy_t now = {NULL, NULL, 0, 0}; /* ready: these return at once */
+    wait_policy_t now = {NULL, NULL, 0, 0, NULL, NULL}; /* ready: these return at once */
     shm_ref_t ref;
     int ref_in = 0, whole_in = 0, owner = -1, copy = 1;
     shm_help_t *help = NULL;
@@ -356,7 +357,7 @@ static ccl_result_t exec_drain(exec_run_t *run)
         if (!rc->fifo || !rc->held)
             continue;
         exec_wait_ctx_t ctx = {comm, rc->held - 1, "send to", 0, 0};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
         ccl_result_t res = shm_send_drain(&comm->mesh.send[rc->held - 1], &pol);
         if (res != CCL_SUCCESS)
             return res;
@@ -367,7 +368,7 @@ static ccl_result_t exec_drain(exec_run_t *run)
         if (!comm->mesh.send[p].fifo)
             continue;
         exec_wait_ctx_t ctx = {comm, p, "send to", 0, 0};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
         ccl_result_t res = shm_send_drain(&comm->mesh.send[p], &pol);
         if (res != CCL_SUCCESS)
             return res;
@@ -390,14 +391,18 @@ static ccl_result_t exec_wait(exec_run_t *run, const eng_sweep_t *sw, int others
         return CCL_SUCCESS; /* it became ready since the sweep */
     int peer = recv ? st->recv_peer : st->send_peer;
     exec_wait_ctx_t ctx = {comm, peer, recv ? "receive from" : "send to", idle_since, others};
-    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
+    if (net_drivable(comm->mesh.net)) { /* move the net's messages ourselves, not through the proxy */
+        pol.drive = net_drive;
+        pol.drive_arg = comm->mesh.net;
+    }
     const void *in;
     void *out;
     ccl_result_t res = recv ? shm_recv_wait(rc, &pol, &in) : shm_send_wait(sc, &pol, &out);
     return res == CCL_IN_PROGRESS ? CCL_SUCCESS : res;
 }
 
-ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
+static ccl_result_t exec_host_run_jobs(exec_job_t *jobs, int njobs, int *failed)
 {
     ccl_result_t res = CCL_SUCCESS;
     exec_run_t one_run;
@@ -529,5 +534,17 @@ out:
         free(runs[0].eops);
         free(runs);
     }
+    return res;
+}
+
+/* The calling thread moves its net messages itself while it waits
+ * (net_drive): no proxy hand-off on the path of a small message. */
+ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
+{
+    for (int j = 0; j < njobs; j++)
+        net_drive_begin(jobs[j].comm->mesh.net);
+    ccl_result_t res = exec_host_run_jobs(jobs, njobs, failed);
+    for (int j = 0; j < njobs; j++)
+        net_drive_end(jobs[j].comm->mesh.net);
     return res;
 }

@@ -223,7 +223,7 @@ ccl_result_t exec_help_wait(exec_ctx_t *x, const sched_step_t *st, shm_conn_t *r
     ccl_result_t res = CCL_SUCCESS;
     uint32_t want = shm_help_poster_taken(help);
     exec_wait_ctx_t ctx = {x->comm, st->recv_peer, "receive from", 0, 0};
-    wait_policy_t pol = {exec_wait_check, &ctx, x->comm->spin, x->comm->yield};
+    wait_policy_t pol = {exec_wait_check, &ctx, x->comm->spin, x->comm->yield, NULL, NULL};
     for (;;) {
         uint32_t done = atomic_load_explicit(&help->done, memory_order_acquire);
         if (done & SHM_HELP_CLOSED)
@@ -378,7 +378,7 @@ ccl_result_t exec_help(struct ccl_comm *comm, int p)
     sc->lent_len = 0;
     sc->lent_twin = NULL;
     exec_wait_ctx_t ctx = {comm, p, "send to", 0, 0};
-    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
     while (atomic_load_explicit(&help->state, memory_order_acquire) == SHM_HELP_UNDECIDED)
         CCL_TRY(wait_change(&help->state, SHM_HELP_UNDECIDED, &help->state_waiters, &pol));
     if (atomic_load_explicit(&help->state, memory_order_acquire) != SHM_HELP_OFFERED) {

@@ -181,7 +181,7 @@ ccl_result_t exec_host_pair(struct ccl_comm *comm, const coll_args_t *a, int *ra
     size_t esz = dev_dtype_size(a->dtype), total = a->count * esz, slice = comm->slot_size;
     uint32_t n = (uint32_t)((total + slice - 1) / slice);
     exec_wait_ctx_t ctx = {comm, peer, "exchange with", 0, 0};
-    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield};
+    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
     shm_pair_t *block = NULL;
     int ready = 0, holding = 0; /* we said ready (may claim); we hold rank 0's slot (rank 1) */
     *ran = 0;

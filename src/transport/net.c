@@ -31,6 +31,15 @@
  * flight: then the proxy sleeps in poll() on the descriptors its pollfds
  * gives and on an eventfd that the doorbell also rings (net_poll_sleep),
  * or, without pollfds, only yields. The doorbell is net_bell.c's.
+ *
+ * Callers drive. With such inline comms a hand-off to the proxy is most of
+ * a small message's cost (thread switches on 2 cores), so an executor that
+ * waits on the net moves the messages itself: net_drive runs the proxy's
+ * progress on the calling thread, under drive_lock, which the proxy takes
+ * too. Between net_drive_begin and end the bell is hushed (posts and
+ * completions do not wake the proxy) and the proxy leaves the sockets to
+ * the caller; at the end it takes over what is in flight. After a failure
+ * callers stop driving: telling the peers and closing is the proxy's.
  */
 #include "transport/net.h"
 #include "base/clock.h"
@@ -350,7 +359,9 @@ static void net_poll_sleep(net_t *net, uint32_t seen)
     int n = 0;
     net->pfds[n++] = (struct pollfd){net_bell_fd(), POLLIN, 0};
     int (*pollfds)(void *, struct pollfd *, int) = net_fns(net)->pollfds;
-    for (int i = 0; i < net->nconns; i++) {
+    /* While callers drive, they read the sockets: we would only wake to
+     * find nothing (and take their CPU). */
+    for (int i = 0; atomic_load(&net->drivers) == 0 && i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         if (c->pcomm && !c->broken)
             n += pollfds(c->pcomm, net->pfds + n, CCL_NET_MAX_POLLFDS);
@@ -381,6 +392,61 @@ out:
     return res;
 }
 
+/* A hint, read without the lock: a send slot posted by the executor and
+ * not yet reported done. */
+static int net_sends_in_flight(net_t *net)
+{
+    for (int i = 0; i < net->nconns; i++) {
+        net_conn_t *c = &net->conns[i];
+        if (c->is_send && c->end.pos != shm_peer_count(&c->end))
+            return 1;
+    }
+    return 0;
+}
+
+int net_drivable(const net_t *net)
+{
+    return net && net->inline_io;
+}
+
+void net_drive_begin(net_t *net)
+{
+    if (net && net->inline_io) {
+        atomic_fetch_add(&net->drivers, 1);
+        net_bell_hush(1);
+    }
+}
+
+void net_drive_end(net_t *net)
+{
+    if (net && net->inline_io) {
+        atomic_fetch_sub(&net->drivers, 1);
+        net_bell_hush(-1);
+        /* Whatever we left in flight is the proxy's again: wake it when a
+         * send is unfinished (receives it finds on its next look, within
+         * NET_POLL_MS, or the next call drives them). */
+        if (net_sends_in_flight(net))
+            net_activity_bump();
+    }
+}
+
+int net_drive(void *arg)
+{
+    net_t *net = arg;
+    /* After a failure, the proxy alone tells the peers and closes. */
+    if (!net->inline_io || atomic_load(&net->failed) || atomic_load(&net->stop) || atomic_load(&net->poison))
+        return 0;
+    if (pthread_mutex_trylock(&net->drive_lock) != 0)
+        return 0;
+    int events = 0;
+    for (int i = 0; i < net->nconns && !atomic_load(&net->failed); i++) {
+        int e = net_progress(net, &net->conns[i]);
+        events += e > 0 ? e : 0;
+    }
+    pthread_mutex_unlock(&net->drive_lock);
+    return events;
+}
+
 static void *net_proxy_main(void *arg)
 {
     net_t *net = arg;
@@ -403,6 +469,11 @@ static void *net_proxy_main(void *arg)
             atomic_store(&net->stall_until, 0);
         }
         int events = 0;
+        /* A caller driving this net does the progress now: no need to
+         * wait for it (a futex wake each time); the bell brings us back. */
+        int driven = atomic_load(&net->drivers) > 0 && !atomic_load(&net->failed);
+        if (driven ? pthread_mutex_trylock(&net->drive_lock) != 0 : pthread_mutex_lock(&net->drive_lock) != 0)
+            goto idle;
         if (!atomic_load(&net->failed)) {
             /* A connection that fails leaves the others going: one of
              * them may bring the notice that says why. */
@@ -412,25 +483,36 @@ static void *net_proxy_main(void *arg)
             }
             net_fail_pending(net);
         }
+        pthread_mutex_unlock(&net->drive_lock);
         if (atomic_load(&net->failed) && !net->closed) {
             /* Tell the peers why, then close: they fail now, not at their
              * timeout, and name the cause. */
             uint64_t now = clock_now_ns();
             if (!net->farewell_since)
                 net->farewell_since = now;
-            if (net_farewell(net) > 0 && now - net->farewell_since < NET_FAREWELL_NS) {
+            /* The lock: a caller that was inside net_drive when we failed
+             * has left the plugin before we talk through it. */
+            pthread_mutex_lock(&net->drive_lock);
+            int telling = net_farewell(net) > 0;
+            pthread_mutex_unlock(&net->drive_lock);
+            if (telling && now - net->farewell_since < NET_FAREWELL_NS) {
                 struct timespec ts = {0, 100000};
                 nanosleep(&ts, NULL);
                 continue;
             }
+            pthread_mutex_lock(&net->drive_lock);
             net_close_comms(net);
+            pthread_mutex_unlock(&net->drive_lock);
             net->closed = 1;
         }
         if (atomic_load(&net->stop)) {
             if (!stop_since)
                 stop_since = clock_now_ns();
             /* Queued sends get the comm's timeout to leave, as any wait. */
-            if (atomic_load(&net->failed) || net_goodbye(net) == 0 ||
+            pthread_mutex_lock(&net->drive_lock);
+            int left = atomic_load(&net->failed) ? 0 : net_goodbye(net);
+            pthread_mutex_unlock(&net->drive_lock);
+            if (atomic_load(&net->failed) || left == 0 ||
                 clock_now_ns() - stop_since > 10ull * 1000000000ull)
                 break;
             sched_yield();
@@ -438,6 +520,7 @@ static void *net_proxy_main(void *arg)
         }
         if (events > 0)
             continue;
+    idle:
         if (net->pending_since && !atomic_load(&net->failed)) {
             struct timespec ts = {0, 100000};
             nanosleep(&ts, NULL);
@@ -450,7 +533,7 @@ static void *net_proxy_main(void *arg)
                 sched_yield(); /* no descriptors to sleep on: keep testing */
             continue;
         }
-        wait_policy_t pol = {net_sleep_check, net, net->spin, net->yield};
+        wait_policy_t pol = {net_sleep_check, net, net->spin, net->yield, NULL, NULL};
         net_bell_wait(seen, &pol);
         if (atomic_load(&net->failed) && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
             /* Nothing left to move: sleep until destroy, without spinning. */
@@ -475,6 +558,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
         return err_set(CCL_ERR_SYSTEM, "out of memory");
     *net = (net_t){.rank = rank, .nranks = nranks, .peers = bs->peers, .nslots = nslots,
                    .slot_size = slot_size, .spin = spin, .yield = yield};
+    pthread_mutex_init(&net->drive_lock, NULL);
     int nremote = 0;
     for (int q = 0; q < nranks; q++)
         nremote += remote[q] != 0;
@@ -514,7 +598,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
         shm_conn_t *exec_end = c->is_send ? &send_conns[c->peer] : &recv_conns[c->peer];
-        CCL_TRY(shm_conn_create_local(exec_end, &c->end, c->is_send, nslots, slot_size, net_activity_bump));
+        CCL_TRY(shm_conn_create_local(exec_end, &c->end, c->is_send, nslots, slot_size, net_bell_ring_soft));
     }
     int rc = pthread_create(&net->thread, NULL, net_proxy_main, net);
     if (rc != 0)
@@ -593,5 +677,6 @@ void net_destroy(net_t *net)
         free(net->conns[i].note_own);
     free(net->conns);
     free(net->pfds);
+    pthread_mutex_destroy(&net->drive_lock);
     free(net);
 }

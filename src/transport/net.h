@@ -39,6 +39,21 @@ typedef struct net net_t;
 ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint32_t nslots,
                         size_t slot_size, int spin, int yield, shm_conn_t *send_conns,
                         shm_conn_t *recv_conns, net_t **out);
+/* Moves what can move on every connection now, on the calling thread, if
+ * no other thread does (the proxy, or another caller): a waiting executor
+ * calls it so that its messages need no hand-off to the proxy thread.
+ * Returns how many things moved (0 when another thread holds them, after a
+ * failure, or when the plugin moves data on threads of its own). net is a
+ * net_t (void * for wait_policy_t.drive). */
+int net_drive(void *net);
+/* Around a run whose waits call net_drive: the executor's posts do not wake
+ * the proxy, which stops watching the sockets until the end; then it takes
+ * over whatever is still in flight. */
+void net_drive_begin(net_t *net);
+/* Whether net_drive can move anything: the plugin moves this net's data
+ * only inside our calls (inline progress). Else a waiter need not drive. */
+int net_drivable(const net_t *net);
+void net_drive_end(net_t *net);
 /* Whether a connection failed, and the message that says how. */
 int net_failed(const net_t *net);
 const char *net_error(const net_t *net);

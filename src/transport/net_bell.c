@@ -42,6 +42,26 @@ void net_activity_bump(void)
     }
 }
 
+/* Callers of this process that move their nets' messages themselves
+ * (net_drive): while any does, the executor's posts and the plugins'
+ * completions need not wake a proxy (each ring is a syscall and a wake-up
+ * on these 2 cores). One count for the process, as neither ringer says
+ * which net it rings for: right because whether a net moves data inline
+ * depends on the plugin and its settings, the same for every communicator
+ * of a process. */
+static _Atomic int net_bell_hushed;
+
+void net_bell_hush(int delta)
+{
+    atomic_fetch_add(&net_bell_hushed, delta);
+}
+
+void net_bell_ring_soft(void)
+{
+    if (atomic_load_explicit(&net_bell_hushed, memory_order_relaxed) == 0)
+        net_activity_bump();
+}
+
 uint32_t net_bell_seen(void) { return atomic_load(&net_bell); }
 
 ccl_result_t net_bell_wait(uint32_t seen, const wait_policy_t *policy)

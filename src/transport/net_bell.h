@@ -23,6 +23,11 @@
 
 /* Rings the bell: wakes every proxy asleep on it. Any thread may ring. */
 void net_activity_bump(void);
+/* Rings the bell unless callers drive their nets (net_bell_hush counts
+ * them, +1 and -1): what the FIFOs' doorbell and the plugins' activity
+ * callback ring. */
+void net_bell_ring_soft(void);
+void net_bell_hush(int delta);
 /* How often it has rung so far (tests check that a plugin rings it). */
 uint32_t net_activity_count(void);
 

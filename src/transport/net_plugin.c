@@ -67,7 +67,7 @@ NET_PLUGIN_MISSING_FN(ccl_net_v2_t)
 
 /* What ccl gives v2 plugins: its log and its doorbell. */
 static const ccl_net_callbacks_t net_plugin_callbacks = {
-    .size = sizeof(ccl_net_callbacks_t), .log = net_plugin_log, .activity = net_activity_bump};
+    .size = sizeof(ccl_net_callbacks_t), .log = net_plugin_log, .activity = net_bell_ring_soft};
 
 /* A v1 plugin driven as v2: the same functions, no capability (init is
  * called through p->v1, with the log alone). */

@@ -73,6 +73,10 @@ struct net {
     char pending[NET_ERR_MAX]; /* proxy's: a connection's failure, waiting out NET_NOTICE_GRACE_NS */
     uint64_t pending_since;    /* proxy's: 0 when none */
     int closed;              /* proxy's: the plugin comms are closed */
+    /* Held by whoever moves messages through the plugin: the proxy, or a
+     * calling thread that drives them while it waits (net_drive). */
+    pthread_mutex_t drive_lock;
+    _Atomic int drivers;     /* callers inside net_drive_begin/end on this net */
 };
 
 static inline const ccl_net_v2_t *net_fns(const net_t *net) { return net->plugin->net; }

@@ -354,7 +354,7 @@ static ccl_result_t shm_wait_counter(shm_conn_t *conn, _Atomic uint32_t *word, u
     if (atomic_load_explicit(word, memory_order_acquire) != old)
         return CCL_SUCCESS;
     shm_check_t ctx = {conn, policy};
-    wait_policy_t inner = {shm_check, &ctx, policy->spin, policy->yield};
+    wait_policy_t inner = {shm_check, &ctx, policy->spin, policy->yield, policy->drive, policy->drive_arg};
     return wait_change(word, old, waiters, &inner);
 }
 

@@ -275,7 +275,7 @@ ccl_result_t shm_board_exchange(shm_board_t *b, const void *data, size_t bytes, 
         out->stride = b->slot_bytes;
     }
     board_check_t ctx = {b, policy, call};
-    wait_policy_t inner = {board_check, &ctx, policy->spin, policy->yield};
+    wait_policy_t inner = {board_check, &ctx, policy->spin, policy->yield, NULL, NULL};
     CCL_TRY(board_wait_released(b, reuse, &inner));
     if (bytes)
         memcpy((char *)shm_board_slot(out, b->rank), data, bytes);

@@ -233,7 +233,7 @@ static ccl_result_t count_timeout(void *arg, uint64_t waited_ns)
 static void pingpong_side(pingpong_t *p, int side)
 {
     pp_check_t c = {p, side};
-    wait_policy_t pol = {count_timeout, &c, 0, 0};
+    wait_policy_t pol = {count_timeout, &c, 0, 0, NULL, NULL};
     for (uint32_t turn = 1; turn <= TURNS; turn++) {
         if (side == 1) {
             uint32_t seen;

@@ -201,7 +201,7 @@ static void test_create_open_unlink(void **state)
     shm_name_unlink("");   /* so is an empty name */
 
     /* The mappings outlive the name. */
-    wait_policy_t pol = {NULL, NULL, 0, 0};
+    wait_policy_t pol = {NULL, NULL, 0, 0, NULL, NULL};
     void *slot = NULL;
     const void *rslot = NULL;
     assert_int_equal(shm_send_wait(&snd, &pol, &slot), CCL_SUCCESS);
@@ -437,7 +437,7 @@ static void test_transfer_futex_only(void **state)
 {
     (void)state;
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     run_transfer(4, 4096, 1000, pol);
 }
 
@@ -445,7 +445,7 @@ static void test_transfer_spinning(void **state)
 {
     (void)state;
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
-    wait_policy_t pol = {check_cb, &ctx, 20, 50};
+    wait_policy_t pol = {check_cb, &ctx, 20, 50, NULL, NULL};
     run_transfer(4, 4096, 1000, pol);
 }
 
@@ -453,7 +453,7 @@ static void test_transfer_few_slots(void **state)
 {
     (void)state;
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     run_transfer(1, 256, 300, pol);
     run_transfer(2, 64, 500, pol);
     run_transfer(8, 1000, 500, pol); /* slot size not a power of two */
@@ -478,7 +478,7 @@ static void test_transfer_across_fork(void **state)
         if (shm_conn_open(&snd, name) != CCL_SUCCESS)
             _exit(10);
         check_ctx_t cctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
-        wait_policy_t pol = {check_cb, &cctx, 0, 0};
+        wait_policy_t pol = {check_cb, &cctx, 0, 0, NULL, NULL};
         for (uint32_t i = 0; i < nslices; i++) {
             void *slot;
             if (shm_send_wait(&snd, &pol, &slot) != CCL_SUCCESS)
@@ -492,7 +492,7 @@ static void test_transfer_across_fork(void **state)
         _exit(0);
     }
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     int failed = 0;
     for (uint32_t i = 0; i < nslices && !failed; i++) {
         const void *slot;
@@ -538,7 +538,7 @@ typedef struct {
 static void *drain_main(void *arg)
 {
     drain_t *d = arg;
-    wait_policy_t pol = {NULL, NULL, 0, 0};
+    wait_policy_t pol = {NULL, NULL, 0, 0, NULL, NULL};
     d->rc = shm_send_drain(d->conn, &pol);
     d->ms = ms_since(d->t0);
     if (atomic_load(d->consumed) != 3)
@@ -551,7 +551,7 @@ static void test_drain_waits_for_receiver(void **state)
     (void)state;
     shm_conn_t rcv, snd;
     open_pair(&rcv, &snd, 4, 128);
-    wait_policy_t pol = {NULL, NULL, 0, 0};
+    wait_policy_t pol = {NULL, NULL, 0, 0, NULL, NULL};
     /* Nothing outstanding: returns at once. */
     assert_int_equal(shm_send_drain(&snd, &pol), CCL_SUCCESS);
     for (uint32_t i = 0; i < 3; i++) {
@@ -611,7 +611,7 @@ static void poison_case(int block_receiver, int poison_from_sender)
 {
     shm_conn_t rcv, snd;
     open_pair(&rcv, &snd, 4, 64);
-    wait_policy_t nowait = {NULL, NULL, 0, 0};
+    wait_policy_t nowait = {NULL, NULL, 0, 0, NULL, NULL};
     if (!block_receiver) {
         /* Fill every slot so the next send_wait blocks. */
         for (int i = 0; i < 4; i++) {
@@ -667,7 +667,7 @@ static void test_poison_before_wait(void **state)
     open_pair(&rcv, &snd, 4, 64);
     shm_conn_poison(&snd, NULL);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     const void *slot;
     uint64_t t0 = clock_now_ns();
     err_clear();
@@ -686,7 +686,7 @@ static void test_check_callback_ends_wait(void **state)
     open_pair(&rcv, &snd, 2, 64);
     /* The receiver's wait: the callback gives up after 50 ms. */
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 50 * MS};
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     const void *rslot;
     uint64_t t0 = clock_now_ns();
     assert_int_equal(shm_recv_wait(&rcv, &pol, &rslot), CCL_ERR_TIMEOUT);
@@ -696,14 +696,14 @@ static void test_check_callback_ends_wait(void **state)
         fail();
     }
     /* The sender's wait on a full FIFO, with spinning and yielding first. */
-    wait_policy_t nowait = {NULL, NULL, 0, 0};
+    wait_policy_t nowait = {NULL, NULL, 0, 0, NULL, NULL};
     for (int i = 0; i < 2; i++) {
         void *slot;
         assert_int_equal(shm_send_wait(&snd, &nowait, &slot), CCL_SUCCESS);
         shm_send_post(&snd, SHM_SLOT_DATA, 0);
     }
     check_ctx_t ctx2 = {.fail_with = CCL_ERR_ABORTED, .fail_after_ns = 30 * MS};
-    wait_policy_t pol2 = {check_cb, &ctx2, 20, 50};
+    wait_policy_t pol2 = {check_cb, &ctx2, 20, 50, NULL, NULL};
     void *sslot;
     t0 = clock_now_ns();
     assert_int_equal(shm_send_wait(&snd, &pol2, &sslot), CCL_ERR_ABORTED);
@@ -729,7 +729,7 @@ static ccl_result_t late_data_cb(void *arg, uint64_t waited_ns)
     late_ctx_t *c = arg;
     (void)waited_ns;
     if (c->calls++ == 0) {
-        wait_policy_t nowait = {NULL, NULL, 0, 0};
+        wait_policy_t nowait = {NULL, NULL, 0, 0, NULL, NULL};
         void *slot;
         if (shm_send_wait(c->snd, &nowait, &slot) != CCL_SUCCESS)
             return err_set(CCL_ERR_INTERNAL, "the test's send slot was not free");
@@ -747,7 +747,7 @@ static void test_data_before_poison_wins(void **state)
     shm_conn_t rcv, snd;
     open_pair(&rcv, &snd, 4, 64);
     late_ctx_t ctx = {&snd, 0};
-    wait_policy_t pol = {late_data_cb, &ctx, 0, 0};
+    wait_policy_t pol = {late_data_cb, &ctx, 0, 0, NULL, NULL};
     const void *slot = NULL;
     assert_int_equal(shm_recv_wait(&rcv, &pol, &slot), CCL_SUCCESS);
     assert_int_equal(ctx.calls, 1);
@@ -780,7 +780,7 @@ static void test_board_data_before_poison_wins(void **state)
     shm_board_t b0, b1;
     open_board_pair(&b0, &b1, 64);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 3 * SEC}; /* backstop */
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     board_bank_t bank;
     assert_int_equal(shm_board_exchange(&b1, "root", 5, 64, BOARD_WAIT_NONE, 1, &pol, &bank), CCL_SUCCESS);
     shm_board_release(&b1);
@@ -820,7 +820,7 @@ static void *runahead_root(void *arg)
 {
     runahead_t *r = arg;
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     char data[256];
     for (int c = 0; c < r->calls; c++) {
         board_bank_t bank;
@@ -849,7 +849,7 @@ static void board_runahead(size_t bytes, int ahead)
      * not released its previous user. */
     assert_int_equal(atomic_load(&r.posted), ahead < 0 ? 3 * BOARD_AREAS + 2 : ahead);
     check_ctx_t ctx = {.fail_with = CCL_ERR_TIMEOUT, .fail_after_ns = 10 * SEC};
-    wait_policy_t pol = {check_cb, &ctx, 0, 0};
+    wait_policy_t pol = {check_cb, &ctx, 0, 0, NULL, NULL};
     for (int c = 0; c < r.calls; c++) {
         board_bank_t bank;
         char want[256];
