@@ -411,7 +411,7 @@ int net_drivable(const net_t *net)
 
 void net_drive_begin(net_t *net)
 {
-    if (net && net->inline_io) {
+    if (net_drivable(net)) {
         atomic_fetch_add(&net->drivers, 1);
         net_bell_hush(1);
     }
@@ -419,7 +419,7 @@ void net_drive_begin(net_t *net)
 
 void net_drive_end(net_t *net)
 {
-    if (net && net->inline_io) {
+    if (net_drivable(net)) {
         atomic_fetch_sub(&net->drivers, 1);
         net_bell_hush(-1);
         /* Whatever we left in flight is the proxy's again: wake it when a
@@ -434,7 +434,7 @@ int net_drive(void *arg)
 {
     net_t *net = arg;
     /* After a failure, the proxy alone tells the peers and closes. */
-    if (!net->inline_io || atomic_load(&net->failed) || atomic_load(&net->stop) || atomic_load(&net->poison))
+    if (!net_drivable(net) || atomic_load(&net->failed) || atomic_load(&net->stop) || atomic_load(&net->poison))
         return 0;
     if (pthread_mutex_trylock(&net->drive_lock) != 0)
         return 0;
@@ -472,7 +472,9 @@ static void *net_proxy_main(void *arg)
         /* A caller driving this net does the progress now: no need to
          * wait for it (a futex wake each time); the bell brings us back. */
         int driven = atomic_load(&net->drivers) > 0 && !atomic_load(&net->failed);
-        if (driven ? pthread_mutex_trylock(&net->drive_lock) != 0 : pthread_mutex_lock(&net->drive_lock) != 0)
+        if (!driven)
+            pthread_mutex_lock(&net->drive_lock);
+        else if (pthread_mutex_trylock(&net->drive_lock) != 0)
             goto idle;
         if (!atomic_load(&net->failed)) {
             /* A connection that fails leaves the others going: one of
