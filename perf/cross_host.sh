@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# cross_host.sh - ccl against Open MPI across two network-namespace nodes
-# (tests/cluster/cluster.sh), one rank per node, unlimited veth: the small
-# and medium allreduce where ccl's net path pays per message, and what each
-# call costs in system calls and context switches (issue 36's breakdown).
+# cross_host.sh - ccl against Open MPI across network-namespace nodes
+# (tests/cluster/cluster.sh): per size, the time per call and the bus
+# bandwidth of each, and what each small call costs in system calls and
+# context switches (issue 36).
 #
-#   perf/cross_host.sh [-r ROUNDS] [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-k CALLS]
+#   perf/cross_host.sh [-r ROUNDS] [-L LAYOUT] [-t RATE] [-C COLL] [-b MIN] [-e MAX]
+#                      [-f FACTOR] [-n ITERS] [-k CALLS]
 #
-# Defaults: -r 5 -b 8 -e 32K -f 8 -n 2000 -k 20000 (-k 0: no counts). Each round runs, one
-# after the other on the same nodes: ccl-perf (blocking calls, -z 1, as
-# MPI's are), ccl-perf with CCL_SOCKET_NTHREADS=0 (the proxy thread does
-# the socket I/O itself) and Open MPI's mpi-bench (btl tcp between the
-# nodes). The table gives the median time per call (out of place, max over
-# ranks, us) and ccl's time over Open MPI's.
+# Defaults: -r 5 -L 1,1 -C allreduce -b 8 -e 32K -f 8 -n 2000 -k 20000 (-k 0: no
+# counts). LAYOUT gives the ranks per node (2,2: two nodes of two ranks; 2,2,2,2:
+# four nodes of two); -t limits every node's link with tbf (e.g. 2gbit).
+# Each round runs, one after the other on the same nodes: ccl-perf (blocking
+# calls, -z 1, as MPI's are), ccl-perf with CCL_SOCKET_NTHREADS=0 (no socket
+# helper threads: the thread that waits does the socket I/O) and Open MPI's
+# mpi-bench (btl tcp between the nodes, vader within one). The table gives the
+# median time per call (out of place, max over ranks, us), ccl's time over Open
+# MPI's, and the median bus bandwidths (GB/s).
 #
 # Then, for 8-byte calls (-k of them, out of place and in place), per call
 # and per rank: system calls by kind (strace -f -c) and context switches
@@ -24,11 +28,11 @@
 set -uo pipefail
 # shellcheck source=tests/cluster/paths.sh
 source "$(dirname "$0")/../tests/cluster/paths.sh"
-R=5 MIN=8 MAX=32K FACTOR=8 ITERS=2000 CALLS=20000
-while getopts "r:b:e:f:n:k:h" o; do
+R=5 MIN=8 MAX=32K FACTOR=8 ITERS=2000 CALLS=20000 LAYOUT=1,1 RATE="" COLL=allreduce
+while getopts "r:b:e:f:n:k:L:t:C:h" o; do
     case $o in
     r) R=$OPTARG ;; b) MIN=$OPTARG ;; e) MAX=$OPTARG ;; f) FACTOR=$OPTARG ;; n) ITERS=$OPTARG ;;
-    k) CALLS=$OPTARG ;;
+    k) CALLS=$OPTARG ;; L) LAYOUT=$OPTARG ;; t) RATE=$OPTARG ;; C) COLL=$OPTARG ;;
     *) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
@@ -37,8 +41,10 @@ for b in "$BUILD/bin/ccl-perf" "$BUILD/bin/mpi-bench"; do
 done
 export CLUSTER_NAME=${CLUSTER_NAME:-xh$$}
 LOG=$(mktemp -d /tmp/ccl-cross-host.XXXXXX)
-echo "# perf/cross_host.sh -r $R -b $MIN -e $MAX -f $FACTOR -n $ITERS -k $CALLS (raw: $LOG)"
-"$C" up 2 >"$LOG/up.txt" 2>&1 || { echo "cross_host.sh: cluster.sh up failed (see $LOG/up.txt)" >&2; exit 1; }
+[[ "$LAYOUT" =~ ^[1-9](,[1-9])+$ ]] || { echo "cross_host.sh: -L $LAYOUT: ranks per node, e.g. 1,1 or 2,2,2,2" >&2; exit 2; }
+NODES=$(($(tr -cd , <<<"$LAYOUT" | wc -c) + 1))
+echo "# perf/cross_host.sh -r $R -L $LAYOUT ${RATE:+-t $RATE }-C $COLL -b $MIN -e $MAX -f $FACTOR -n $ITERS -k $CALLS (raw: $LOG)"
+"$C" up "$NODES" ${RATE:+--rate "$RATE"} >"$LOG/up.txt" 2>&1 || { echo "cross_host.sh: cluster.sh up failed (see $LOG/up.txt)" >&2; exit 1; }
 trap '"$C" down >/dev/null 2>&1' EXIT
 mpi_opts=()
 ompi_info --parsable 2>/dev/null | grep -q '^mca:op:avx:' && mpi_opts+=(--mca op ^avx)
@@ -49,27 +55,29 @@ for ((r = 1; r <= R; r++)); do
     for tag in ccl ccl-nt0 ompi; do
         out="$LOG/$tag.$r.txt"
         case $tag in
-        ccl) "$C" run -L 1,1 "$BUILD/bin/ccl-perf" -C allreduce -z 1 "${sizes[@]}" >"$out" 2>&1 ;;
-        ccl-nt0) CCL_SOCKET_NTHREADS=0 "$C" run -L 1,1 "$BUILD/bin/ccl-perf" -C allreduce -z 1 "${sizes[@]}" >"$out" 2>&1 ;;
-        ompi) "$C" run -L 1,1 "${mpi_opts[@]}" "$BUILD/bin/mpi-bench" -C allreduce "${sizes[@]}" >"$out" 2>&1 ;;
+        ccl) "$C" run -L "$LAYOUT" "$BUILD/bin/ccl-perf" -C "$COLL" -z 1 -a 3 "${sizes[@]}" >"$out" 2>&1 ;;
+        ccl-nt0) CCL_SOCKET_NTHREADS=0 "$C" run -L "$LAYOUT" "$BUILD/bin/ccl-perf" -C "$COLL" -z 1 -a 3 "${sizes[@]}" >"$out" 2>&1 ;;
+        ompi) "$C" run -L "$LAYOUT" "${mpi_opts[@]}" "$BUILD/bin/mpi-bench" -C "$COLL" "${sizes[@]}" >"$out" 2>&1 ;;
         esac || echo "cross_host.sh: $tag failed in round $r (see $out)" >&2
-        awk -v t="$tag" '!/^#/ && NF >= 9 && $1 ~ /^[0-9]+$/ { print t, $1, $6 }' "$out" >>"$LOG/rows"
+        awk -v t="$tag" '!/^#/ && NF >= 9 && $1 ~ /^[0-9]+$/ { print t, $1, $6, $8 }' "$out" >>"$LOG/rows"
     done
 done
 echo
-echo "| size (B) | ccl (us) | ccl, CCL_SOCKET_NTHREADS=0 | Open MPI tcp | ccl / Open MPI | nt0 / Open MPI |"
-echo "| --- | --- | --- | --- | --- | --- |"
+echo "| size (B) | ccl (us) | ccl, CCL_SOCKET_NTHREADS=0 | Open MPI tcp | ccl / Open MPI | nt0 / Open MPI | busbw ccl, nt0, Open MPI (GB/s) |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
 sort -k2,2n -k1,1 "$LOG/rows" | awk '
     function median(s,    v, n, i, j, t) {
         n = split(s, v, " ")
         for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
         return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
     }
-    { all[$1, $2] = all[$1, $2] " " $3; if (!($2 in seen)) { seen[$2] = 1; order[++ns] = $2 } }
+    { all[$1, $2] = all[$1, $2] " " $3; bw[$1, $2] = bw[$1, $2] " " $4
+      if (!($2 in seen)) { seen[$2] = 1; order[++ns] = $2 } }
     END {
         for (i = 1; i <= ns; i++) {
             s = order[i]; c = median(all["ccl", s]); z = median(all["ccl-nt0", s]); m = median(all["ompi", s])
-            printf "| %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", s, c, z, m, (m > 0 ? c / m : 0), (m > 0 ? z / m : 0)
+            printf "| %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.3f, %.3f, %.3f |\n", s, c, z, m, (m > 0 ? c / m : 0), (m > 0 ? z / m : 0),
+                median(bw["ccl", s]), median(bw["ccl-nt0", s]), median(bw["ompi", s])
         }
     }'
 
@@ -79,12 +87,12 @@ sort -k2,2n -k1,1 "$LOG/rows" | awk '
 count_8b() {
     local tag=$1 envs=() pre=()
     shift
-    local prog=("$BUILD/bin/ccl-perf" -C allreduce -b 8 -e 8 -z 1 -n "$CALLS" -w 10)
+    local prog=("$BUILD/bin/ccl-perf" -C "$COLL" -b 8 -e 8 -z 1 -n "$CALLS" -w 10)
     case $tag in
     ccl-nt0) envs=(CCL_SOCKET_NTHREADS=0) ;;
-    ompi) pre=("${mpi_opts[@]}") prog=("$BUILD/bin/mpi-bench" -C allreduce -b 8 -e 8 -n "$CALLS" -w 10) ;;
+    ompi) pre=("${mpi_opts[@]}") prog=("$BUILD/bin/mpi-bench" -C "$COLL" -b 8 -e 8 -n "$CALLS" -w 10) ;;
     esac
-    env "${envs[@]}" "$C" run -L 1,1 "${pre[@]}" "$@" "${prog[@]}" >"$LOG/count-$tag.txt" 2>&1 ||
+    env "${envs[@]}" "$C" run -L "$LAYOUT" "${pre[@]}" "$@" "${prog[@]}" >"$LOG/count-$tag.txt" 2>&1 ||
         echo "cross_host.sh: counting $tag failed (see $LOG/count-$tag.txt)" >&2
 }
 [[ "$CALLS" -gt 0 ]] || exit 0

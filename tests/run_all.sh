@@ -257,10 +257,10 @@ run_variant "CCL_ENGINE_WINDOW=4" test_groups
 # A host stream holding two calls at most: every enqueue past that waits
 # for room (CCL_STREAM_DEPTH), and nothing may deadlock or reorder.
 run_variant "CCL_STREAM_DEPTH=2" test_streams
-# Net failures (a peer killed, one that aborts or destroys, a cut) with the
-# proxy doing the socket I/O itself: then the callers drive their messages
-# (net_drive), and every failure must still reach every rank named.
-run_variant "CCL_SOCKET_NTHREADS=0" test_net_fault
+# Net failures (a peer killed, one that aborts or destroys, a cut) with
+# socket helper threads (by default the callers drive their messages,
+# net_drive): every failure must reach every rank named either way.
+run_variant "CCL_SOCKET_NTHREADS=1" test_net_fault
 
 # ---- AddressSanitizer pass ------------------------------------------------------
 # A plain `make test` also builds the library and a few multi-process tests
@@ -422,14 +422,14 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
             -x CCL_VERIFY \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"
     done
-    # One socket and no helper threads: the proxy moves the data inside its
-    # own plugin calls and must not sleep while any is in flight (it once
-    # waited for a doorbell nobody rang, and every call hung).
+    # Socket helper threads (CCL_SOCKET_NTHREADS=2, one socket each), the
+    # layout before inline I/O became the default: the helpers ring the
+    # proxy's doorbell, and no call may wait for a ring that never comes.
     net_port=$((net_port + 1))
     PERF_INPLACE_NA=1 POST_CHECK=check_perf_output \
-        run_test "net/ccl-perf-nodes[0,1,0,1,inline-io]" mp \
+        run_test "net/ccl-perf-nodes[0,1,0,1,helper-threads]" mp \
         env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        HOSTMAP=0,1,0,1 CCL_COMM_ID="127.0.0.1:$net_port" CCL_NSOCKS_PERTHREAD=1 CCL_SOCKET_NTHREADS=0 \
+        HOSTMAP=0,1,0,1 CCL_COMM_ID="127.0.0.1:$net_port" CCL_NSOCKS_PERTHREAD=1 CCL_SOCKET_NTHREADS=2 \
         CCL_TIMEOUT=60 \
         mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_COMM_ID -x CCL_NSOCKS_PERTHREAD -x CCL_SOCKET_NTHREADS \
         -x CCL_TIMEOUT \

@@ -331,6 +331,21 @@ static int exec_try(void *p, int op, const sched_step_t *st, size_t slice)
     return rc;
 }
 
+/* How a wait of this run waits: with the comm's spin and yield, checking
+ * for failures, and moving the net's messages itself where the transport
+ * lets it (net_drive), since the proxy leaves them to us during the call:
+ * a wait that did not drive would sleep until the proxy's next look. */
+static wait_policy_t exec_wait_policy(exec_wait_ctx_t *ctx)
+{
+    struct ccl_comm *comm = ctx->comm;
+    wait_policy_t pol = {exec_wait_check, ctx, comm->spin, comm->yield, NULL, NULL};
+    if (net_drivable(comm->mesh.net)) {
+        pol.drive = net_drive;
+        pol.drive_arg = comm->mesh.net;
+    }
+    return pol;
+}
+
 /* Peers may still be reading our buffers through references: a call is
  * complete only when they have consumed every slot we sent. */
 static ccl_result_t exec_drain(exec_run_t *run)
@@ -357,7 +372,7 @@ static ccl_result_t exec_drain(exec_run_t *run)
         if (!rc->fifo || !rc->held)
             continue;
         exec_wait_ctx_t ctx = {comm, rc->held - 1, "send to", 0, 0};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
+        wait_policy_t pol = exec_wait_policy(&ctx);
         ccl_result_t res = shm_send_drain(&comm->mesh.send[rc->held - 1], &pol);
         if (res != CCL_SUCCESS)
             return res;
@@ -368,7 +383,7 @@ static ccl_result_t exec_drain(exec_run_t *run)
         if (!comm->mesh.send[p].fifo)
             continue;
         exec_wait_ctx_t ctx = {comm, p, "send to", 0, 0};
-        wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
+        wait_policy_t pol = exec_wait_policy(&ctx);
         ccl_result_t res = shm_send_drain(&comm->mesh.send[p], &pol);
         if (res != CCL_SUCCESS)
             return res;
@@ -391,15 +406,21 @@ static ccl_result_t exec_wait(exec_run_t *run, const eng_sweep_t *sw, int others
         return CCL_SUCCESS; /* it became ready since the sweep */
     int peer = recv ? st->recv_peer : st->send_peer;
     exec_wait_ctx_t ctx = {comm, peer, recv ? "receive from" : "send to", idle_since, others};
-    wait_policy_t pol = {exec_wait_check, &ctx, comm->spin, comm->yield, NULL, NULL};
-    if (net_drivable(comm->mesh.net)) { /* move the net's messages ourselves, not through the proxy */
-        pol.drive = net_drive;
-        pol.drive_arg = comm->mesh.net;
-    }
+    wait_policy_t pol = exec_wait_policy(&ctx);
     const void *in;
     void *out;
     ccl_result_t res = recv ? shm_recv_wait(rc, &pol, &in) : shm_send_wait(sc, &pol, &out);
     return res == CCL_IN_PROGRESS ? CCL_SUCCESS : res;
+}
+
+/* Steps just ran: what they posted to a driven net leaves now, not when
+ * we next wait (a receive that is already there would not wait at all,
+ * and the message would sit until the call ends). */
+static void exec_drive_posted(const exec_run_t *runs, int njobs)
+{
+    for (int j = 0; j < njobs; j++)
+        if (!runs[j].done && net_drivable(runs[j].job->comm->mesh.net))
+            net_drive(runs[j].job->comm->mesh.net);
 }
 
 static ccl_result_t exec_host_run_jobs(exec_job_t *jobs, int njobs, int *failed)
@@ -503,6 +524,7 @@ static ccl_result_t exec_host_run_jobs(exec_job_t *jobs, int njobs, int *failed)
             break;
         if (ran > 0) {
             idle_since = 0;
+            exec_drive_posted(runs, njobs);
             continue;
         }
         if (first_job < 0) {

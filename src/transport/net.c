@@ -420,6 +420,9 @@ void net_drive_begin(net_t *net)
 void net_drive_end(net_t *net)
 {
     if (net_drivable(net)) {
+        /* A last push: a small send posted by the call's final steps
+         * usually leaves at once, and the proxy need not be woken for it. */
+        net_drive(net);
         atomic_fetch_sub(&net->drivers, 1);
         net_bell_hush(-1);
         /* Whatever we left in flight is the proxy's again: wake it when a

@@ -45,6 +45,10 @@ enum {
 #define NET_IO_SLEEP_MS 1000
 /* Stripes are whole pages, which keeps the kernel's copies aligned. */
 #define NET_IO_STRIPE_ALIGN 4096
+/* Receive sockets read ahead into a buffer of this size: a small message's
+ * header and data, sent in one sendmsg, arrive in one recv instead of two.
+ * What is left of a piece at least this big is read straight into place. */
+#define NET_IO_STAGE_SIZE (32 * 1024)
 
 struct net_sock_req {
     net_sock_comm_t *comm;
@@ -73,6 +77,10 @@ typedef struct {
     char *ptr;
     size_t left;
     int eof;                /* the peer closed it between two messages */
+    /* Receive: bytes read from the socket and not yet consumed,
+     * stage[stage_rd..stage_wr); the stream's next bytes come from here first. */
+    char *stage;
+    size_t stage_rd, stage_wr;
 } net_sock_t;
 
 typedef struct {
@@ -359,6 +367,32 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
     return NET_IO_MORE;
 }
 
+/* recv() on s's stream: the read-ahead first, then the socket (straight
+ * into dst for a large rest, else through the read-ahead). Returns what
+ * recv would; *staged says the bytes came from the read-ahead, so the
+ * socket was not asked and a short count does not mean it has no more. */
+static ssize_t net_io_read(net_sock_t *s, char *dst, size_t want, int *staged)
+{
+    *staged = 0;
+    if (s->stage_rd == s->stage_wr && (want >= NET_IO_STAGE_SIZE || !s->stage))
+        return recv(s->fd, dst, want, MSG_DONTWAIT);
+    if (s->stage_rd == s->stage_wr) {
+        ssize_t got = recv(s->fd, s->stage, NET_IO_STAGE_SIZE, MSG_DONTWAIT);
+        if (got <= 0)
+            return got;
+        s->stage_rd = 0;
+        s->stage_wr = (size_t)got;
+    } else {
+        *staged = 1;
+    }
+    size_t n = s->stage_wr - s->stage_rd;
+    if (n > want)
+        n = want;
+    memcpy(dst, s->stage + s->stage_rd, n);
+    s->stage_rd += n;
+    return (ssize_t)n;
+}
+
 static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
 {
     for (int calls = 0; calls < NET_IO_CALLS_PER_STEP; calls++) {
@@ -370,7 +404,8 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
         char *dst = in_hdr ? (char *)&s->hdr + sizeof s->hdr - s->hdr_left : s->ptr;
         size_t want = in_hdr ? s->hdr_left : s->left;
         if (want > 0) {
-            ssize_t got = recv(s->fd, dst, want, MSG_DONTWAIT);
+            int staged;
+            ssize_t got = net_io_read(s, dst, want, &staged);
             if (got == 0 && in_hdr && want == sizeof s->hdr) {
                 net_io_closed(c, s, s->req->seq);
                 return NET_IO_IDLE;
@@ -396,6 +431,8 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
             }
             if (in_hdr) {
                 s->hdr_left -= (size_t)got;
+                if (s->hdr_left && staged)
+                    continue; /* the read-ahead ran out: now the socket */
                 if (s->hdr_left)
                     return NET_IO_WANT;
                 if (net_io_header(c, s) != 0)
@@ -404,8 +441,10 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
             }
             s->ptr += got;
             s->left -= (size_t)got;
-            if (s->left)
+            if (s->left && !staged)
                 return NET_IO_WANT; /* short read: nothing more buffered */
+            if (s->left)
+                continue; /* the read-ahead ran out: now the socket */
         }
         net_io_piece_done(s);
     }
@@ -486,8 +525,10 @@ void net_sock_comm_destroy(net_sock_comm_t *c)
         if (th->efd >= 0)
             close(th->efd);
     }
-    for (int j = 0; j < c->nsocks; j++)
+    for (int j = 0; j < c->nsocks; j++) {
         sock_close(&c->socks[j].fd);
+        free(c->socks[j].stage);
+    }
     pthread_mutex_destroy(&c->fail_lock);
     free(c);
 }
@@ -514,6 +555,9 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int n
         c->socks[j].fd = fds[j];
         c->socks[j].index = j;
     }
+    for (int j = 0; !is_send && j < nsocks; j++)
+        if (!(c->socks[j].stage = malloc(NET_IO_STAGE_SIZE)))
+            CCL_FAIL(CCL_ERR_SYSTEM, "net/socket: out of memory for a connection to %s", peer);
     for (int t = 0; t < c->nthreads; t++)
         c->threads[t].efd = -1;
     for (int t = 0; t < c->nthreads; t++) {

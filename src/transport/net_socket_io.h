@@ -20,6 +20,10 @@
  * caller's own isend/irecv/test calls do the non-blocking I/O: no threads,
  * for hosts where ranks already outnumber cores.
  *
+ * Receive sockets read ahead (up to 32 KiB) so that a small message costs
+ * one recv; a piece read ahead is copied from there, a large rest is read
+ * straight into the posted buffer.
+ *
  * Requests live in a ring of NET_SOCK_MAX_REQS slots per comm. A slot is
  * reused only after its request was reported done and every socket has
  * moved past it, so a helper never reads a slot the caller rewrites.
