@@ -312,7 +312,7 @@ $(NET_PLUGINS): tests/plugins/net_example.c include/ccl_net.h include/ccl.h
 # same sources plus the ground floor they use (src/base, bootstrap/socket.c),
 # exporting only ccl_net_plugin_v2 (the version script hides the rest);
 # CCL_NET_PLUGIN=<path> loads it.
-NET_SOCKET_SO_SRC := src/transport/net_socket.c src/transport/net_socket_io.c src/bootstrap/socket.c \
+NET_SOCKET_SO_SRC := src/transport/net_socket.c src/transport/net_socket_conn.c src/transport/net_socket_io.c src/bootstrap/socket.c \
                      src/base/err.c src/base/log.c src/base/param.c src/base/wait.c
 tests: $(NET_PLUGIN_DIR)/libccl-net-socket.so
 $(NET_PLUGIN_DIR)/libccl-net-socket.so: $(NET_SOCKET_SO_SRC) $(wildcard src/base/*.h src/base/*.def src/transport/net_socket*.h) \

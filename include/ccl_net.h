@@ -225,6 +225,14 @@ typedef struct {
  * periodic look, which costs up to a few milliseconds of latency when a
  * request completes while the thread sleeps. */
 #define CCL_NET_CAP_ACTIVITY 0x1
+/* Duplex connections: a comm from connect() can also irecv(), and one from
+ * accept() can also isend(). Each direction keeps its own order and
+ * matching (the k-th isend at one end is the k-th irecv at the other), and
+ * a failure of the connection fails both. ccl then makes one connection
+ * per pair of ranks instead of two (the lower rank connects), so that on
+ * TCP each direction's acknowledgements ride on the other's data, and it
+ * closes such a comm once, with close_send. */
+#define CCL_NET_CAP_DUPLEX 0x2
 
 /* What ccl hands to a v2 plugin's init(). Stays valid until finalize. */
 struct pollfd;

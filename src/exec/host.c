@@ -567,6 +567,6 @@ ccl_result_t exec_host_run(exec_job_t *jobs, int njobs, int *failed)
         net_drive_begin(jobs[j].comm->mesh.net);
     ccl_result_t res = exec_host_run_jobs(jobs, njobs, failed);
     for (int j = 0; j < njobs; j++)
-        net_drive_end(jobs[j].comm->mesh.net);
+        net_drive_end(jobs[j].comm->mesh.net, res == CCL_SUCCESS);
     return res;
 }

@@ -45,6 +45,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/param.h"
 #include "transport/net_bell.h"
 #include "transport/net_setup.h"
 #include "transport/net_state.h"
@@ -130,6 +131,9 @@ static void net_close_comms(net_t *net)
         net_conn_t *c = &net->conns[i];
         if (c->pcomm)
             (c->is_send ? fn->close_send : fn->close_recv)(c->pcomm);
+        /* A duplex comm is closed once: its recv entry follows. */
+        if (c->is_send && i + 1 < net->nconns && net->conns[i + 1].pcomm == c->pcomm)
+            net->conns[i + 1].pcomm = NULL;
         c->pcomm = NULL;
     }
 }
@@ -363,6 +367,8 @@ static void net_poll_sleep(net_t *net, uint32_t seen)
      * find nothing (and take their CPU). */
     for (int i = 0; atomic_load(&net->drivers) == 0 && i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
+        if (net->duplex && !c->is_send)
+            continue; /* the send entry's comm gave both directions' */
         if (c->pcomm && !c->broken)
             n += pollfds(c->pcomm, net->pfds + n, CCL_NET_MAX_POLLFDS);
     }
@@ -417,12 +423,15 @@ void net_drive_begin(net_t *net)
     }
 }
 
-void net_drive_end(net_t *net)
+void net_drive_end(net_t *net, int push)
 {
     if (net_drivable(net)) {
         /* A last push: a small send posted by the call's final steps
-         * usually leaves at once, and the proxy need not be woken for it. */
-        net_drive(net);
+         * usually leaves at once, and the proxy need not be woken for it.
+         * Not after a failed call: a plugin call failing now would replace
+         * the message the caller is about to report. */
+        if (push)
+            net_drive(net);
         atomic_fetch_sub(&net->drivers, 1);
         net_bell_hush(-1);
         /* Whatever we left in flight is the proxy's again: wake it when a
@@ -580,6 +589,7 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     net->nconns = 2 * nremote;
     CCL_TRY(net_plugin_get(&net->plugin));
     net->poll_plugin = !(net_fns(net)->caps & CCL_NET_CAP_ACTIVITY);
+    net->duplex = (net_fns(net)->caps & CCL_NET_CAP_DUPLEX) && param_int(PARAM_NET_DUPLEX) != 0;
     const ccl_net_v2_t *fn = net_fns(net);
     if (net->plugin->ndev < 1)
         CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: net plugin %s found no network device (check CCL_SOCKET_IFNAME), "
@@ -609,8 +619,9 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     if (rc != 0)
         CCL_FAIL(CCL_ERR_SYSTEM, "cannot start the net proxy thread: %s", strerror(rc));
     net->thread_started = 1;
-    LOG_INFO(SUB_NET, "rank %d: net plugin %s: connected to %d remote ranks, %u slots of %zu bytes each way",
-             rank, fn->name, nremote, nslots, slot_size);
+    LOG_INFO(SUB_NET, "rank %d: net plugin %s: connected to %d remote ranks (%s), %u slots of %zu bytes each way",
+             rank, fn->name, nremote, net->duplex ? "one duplex connection each" : "one connection each way",
+             nslots, slot_size);
     *out = net;
     net = NULL;
 out:

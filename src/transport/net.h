@@ -53,7 +53,9 @@ void net_drive_begin(net_t *net);
 /* Whether net_drive can move anything: the plugin moves this net's data
  * only inside our calls (inline progress). Else a waiter need not drive. */
 int net_drivable(const net_t *net);
-void net_drive_end(net_t *net);
+/* push: first move what the call left in flight (after a successful call;
+ * after a failed one a failing plugin call would replace its message). */
+void net_drive_end(net_t *net, int push);
 /* Whether a connection failed, and the message that says how. */
 int net_failed(const net_t *net);
 const char *net_error(const net_t *net);

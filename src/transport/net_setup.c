@@ -5,7 +5,11 @@
  *
  * Accepted connections do not say who is calling, so each connection's
  * first message is a hello carrying the caller's rank and the comm's
- * identity; only then are receive connections matched to peers. An
+ * identity; only then are receive connections matched to peers.
+ *
+ * With a duplex plugin (net->duplex) each pair of ranks makes one
+ * connection: the lower rank connects and says hello, the higher accepts,
+ * and the one comm serves both of the peer's entries. An
  * accepted connection whose hello is wrong, fails, or names a peer already
  * connected is dropped with a warning, and the setup waits for the real one.
  */
@@ -40,7 +44,10 @@ ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *hand
 {
     ccl_result_t res = CCL_SUCCESS;
     const ccl_net_v2_t *fn = net_fns(net);
-    int nremote = net->nconns / 2, nmatched = 0, ninflight = 0;
+    /* nremote: the connections we accept. */
+    int nremote = 0, nmatched = 0, ninflight = 0;
+    for (int i = 0; i < net->nconns; i += 2)
+        nremote += !net->duplex || net->conns[i].peer < net->rank;
     /* Accepted connections whose hello has not been matched yet; pcomm
      * NULL marks a free entry. */
     net_conn_t *pending = calloc((size_t)nremote + 1, sizeof *pending);
@@ -52,6 +59,8 @@ ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *hand
         int waiting = 0, moved = 0;
         for (int i = 0; i < net->nconns; i += 2) {
             net_conn_t *c = &net->conns[i];
+            if (net->duplex && c->peer < net->rank)
+                continue; /* it connects to us */
             if (!c->pcomm) {
                 res = fn->connect(0, net->rank, handles + (size_t)c->peer * CCL_NET_HANDLE_MAXSIZE, &c->pcomm);
                 if (res != CCL_SUCCESS) {
@@ -65,6 +74,8 @@ ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *hand
                 }
                 moved++;
                 c->hello = (net_hello_t){NET_HELLO_MAGIC, comm_id, net->rank, net->nranks};
+                if (net->duplex)
+                    net->conns[i + 1].pcomm = c->pcomm;
             }
             if (!c->hello_req && !c->hello_done) {
                 CCL_TRY(net_plugin_error(net->plugin, fn->isend(c->pcomm, &c->hello, sizeof c->hello, NET_HELLO_TAG,
@@ -129,10 +140,18 @@ ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *hand
                 else if (c->pcomm) {
                     LOG_WARN(SUB_NET, "%s: rank %d is connected already", from, (int)h.rank);
                     c = NULL;
+                } else if (net->duplex && h.rank > net->rank) {
+                    LOG_WARN(SUB_NET, "%s: rank %d connected, but we connect to it (a higher rank)", from,
+                             (int)h.rank);
+                    c = NULL;
                 }
             }
             if (c) {
                 c->pcomm = p->pcomm;
+                if (net->duplex) { /* our send entry: the same comm, no hello of ours */
+                    c[-1].pcomm = p->pcomm;
+                    c[-1].hello_done = 1;
+                }
                 nmatched++;
             } else {
                 fn->close_recv(p->pcomm); /* nothing to report: the connection is gone */

@@ -5,8 +5,15 @@
  *
  * This file is the control path: devices and their properties, the handle,
  * the handshake that turns CCL_NSOCKS_PERTHREAD x CCL_SOCKET_NTHREADS TCP
- * sockets into one connection, and memory registration. net_socket_io.c
- * moves the data. Nothing here waits for the peer: connect() starts
+ * data sockets and one keepalive socket into one connection, and memory
+ * registration. net_socket_io.c moves the data.
+ *
+ * Connections are duplex (CCL_NET_CAP_DUPLEX): both ends may send and
+ * receive, each direction with its own message sequence, over the same data
+ * sockets, so that each direction's TCP acknowledgements ride on the other's
+ * data instead of costing a packet of their own. A comm is a pair of
+ * net_socket_io.c comms, one per direction, on the same sockets (the send
+ * side holds duplicates of the descriptors). Nothing here waits for the peer: connect() starts
  * non-blocking connects and returns NULL until every socket is connected and
  * has sent its hello; accept() collects sockets by connection id and returns
  * a connection once all of its sockets have arrived. A socket whose hello is
@@ -19,10 +26,13 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "base/wait.h"
+#include "transport/net_socket_conn.h"
 #include "transport/net_socket_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,35 +51,27 @@
  * while is probed every few seconds, and NET_SOCK_KEEPCNT unanswered probes
  * close it with ETIMEDOUT, which net_socket_io.c reports naming the peer.
  * Only the peer's kernel answers probes, so a slow, busy, stopped or late
- * peer process never trips this: only a dead host or a cut link does. It
- * covers every rank cut off from a peer because every rank has a receive
- * connection from every remote rank, and a receive socket sends nothing
- * but acks, which leaves it idle, hence probed, when the peer falls silent.
+ * peer process never trips this: only a dead host or a cut link does.
+ * Probes stop while a socket has unacknowledged data, so data sockets
+ * alone would not do (a duplex connection's sockets carry data both
+ * ways): each connection has one more socket, its keepalive socket, that
+ * carries nothing after its hello and so is always probed; its error
+ * fails the connection (net_socket_io.c watches it). Every rank has a
+ * connection with every remote rank, so this covers every rank cut off.
  * TCP_USER_TIMEOUT is deliberately not set: it would replace the probe
  * count (a silent socket would then wait out the whole user timeout), and
  * a zero window that outlasts it (a receiver that joins a collective late
  * while we already sent it data) would close a healthy connection. */
 #define NET_SOCK_KEEPCNT 4
 #define NET_SOCK_SILENCE_MAX_S 20
-/* Largest message: far above any buffer, low enough that no size
- * arithmetic on it overflows. */
-#define NET_SOCK_MAX_MSG ((size_t)1 << 48)
-#define NET_SOCK_MR_MAGIC 0x6d72736bu
 /* Reported when the interface does not say (loopback, some virtual NICs). */
 #define NET_SOCK_DEFAULT_SPEED_MBPS 10000
-
-typedef struct {
-    uint32_t magic;
-    const net_sock_comm_t *comm;
-    const char *base;
-    size_t size;
-} net_sock_mr_t;
 
 /* A connect in progress; lives in net_sock_g.pending until it becomes a
  * comm, fails, or finalize releases it (an abandoned connect). */
 typedef struct net_sock_pending {
     struct net_sock_pending *next;
-    int nsocks;
+    int nsocks;     /* data sockets and the keepalive socket (the last) */
     int nthreads;
     int fds[NET_SOCK_MAX_SOCKS];
     int connected[NET_SOCK_MAX_SOCKS];
@@ -145,10 +147,13 @@ static void net_sock_layout(int *nsocks, int *nthreads)
     if (thr > NET_SOCK_MAX_SOCKS)
         thr = NET_SOCK_MAX_SOCKS;
     int64_t total = per * (thr > 0 ? thr : 1);
-    if (total > NET_SOCK_MAX_SOCKS) {
-        LOG_INFO(SUB_ALL, "net/socket: CCL_NSOCKS_PERTHREAD x CCL_SOCKET_NTHREADS = %lld sockets, using %d",
-                 (long long)total, NET_SOCK_MAX_SOCKS);
-        total = NET_SOCK_MAX_SOCKS;
+    /* One socket is the keepalive socket. Without helpers, pollfds gives
+     * every socket of both directions, CCL_NET_MAX_POLLFDS at most. */
+    int64_t most = thr > 0 ? NET_SOCK_MAX_SOCKS - 1 : (CCL_NET_MAX_POLLFDS - 1) / 2;
+    if (total > most) {
+        LOG_INFO(SUB_ALL, "net/socket: CCL_NSOCKS_PERTHREAD x CCL_SOCKET_NTHREADS = %lld sockets, using %lld",
+                 (long long)total, (long long)most);
+        total = most;
     }
     *nsocks = (int)total;
     *nthreads = (int)thr;
@@ -371,6 +376,7 @@ static ccl_result_t net_sock_pending_start(const net_sock_handle_t *h, int rank,
     if (!p)
         return err_set(CCL_ERR_SYSTEM, "net/socket: out of memory");
     net_sock_layout(&p->nsocks, &p->nthreads);
+    p->nsocks++; /* the keepalive socket */
     p->addr = h->addr;
     p->deadline = net_sock_deadline();
     net_sock_describe(p->peer, sizeof p->peer, h->rank, &h->addr);
@@ -470,15 +476,15 @@ static ccl_result_t net_sock_connect(int dev, int rank, void *handle, void **sen
     int ready = 0;
     CCL_TRY(net_sock_pending_step(p, &ready));
     if (ready) {
-        net_sock_comm_t *c = NULL;
+        net_sock_conn_t *k = NULL;
         h->stage = 0;
         h->pending = NULL;
         /* The comm takes the sockets, also when it fails. */
-        res = net_sock_comm_create(1, p->fds, p->nsocks, p->nthreads, net_sock_silence_s(), p->peer, &c);
+        res = net_sock_conn_create(p->fds, p->nsocks, p->nthreads, net_sock_silence_s(), p->peer, &k);
         net_sock_pending_free(p, 0);
         if (res != CCL_SUCCESS)
             goto out;
-        *send_comm = c;
+        *send_comm = k;
     }
 out:
     if (res != CCL_SUCCESS && h->stage == 1) {
@@ -504,7 +510,7 @@ const char *net_sock_hello_parse(const void *buf, size_t len, uint64_t listen_id
         return "a different wire version";
     if (m.listen_id != listen_id)
         return "meant for another listener (stale handle?)";
-    if (m.nsocks < 1 || m.nsocks > NET_SOCK_MAX_SOCKS || m.index >= m.nsocks)
+    if (m.nsocks < 2 || m.nsocks > NET_SOCK_MAX_SOCKS || m.index >= m.nsocks)
         return "socket count or index out of range";
     if (m.conn_id == 0)
         return "no connection id";
@@ -618,10 +624,10 @@ static ccl_result_t net_sock_accept(void *listen_comm, void **recv_comm)
         if (g->have == g->nsocks) {
             int nsocks = 0, nthreads = 0;
             net_sock_layout(&nsocks, &nthreads);
-            net_sock_comm_t *c = NULL;
+            net_sock_conn_t *k = NULL;
             g->conn_id = 0; /* the comm takes the sockets, also when it fails */
-            CCL_TRY(net_sock_comm_create(0, g->fds, g->nsocks, nthreads, net_sock_silence_s(), peer, &c));
-            *recv_comm = c;
+            CCL_TRY(net_sock_conn_create(g->fds, g->nsocks, nthreads, net_sock_silence_s(), peer, &k));
+            *recv_comm = k;
             break;
         }
         if (now > g->deadline) {
@@ -635,102 +641,6 @@ out:
 }
 
 /* ---- registration, data, close ------------------------------------------------ */
-
-static ccl_result_t net_sock_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
-{
-    *mhandle = NULL;
-    if (!comm)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: reg_mr without a comm");
-    if (type != CCL_NET_PTR_HOST)
-        return err_set(CCL_ERR_UNSUPPORTED, "net/socket: only host memory can be registered (type %d)", type);
-    if (size > 0 && !data)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: reg_mr of %zu bytes at NULL", size);
-    net_sock_mr_t *mr = malloc(sizeof *mr);
-    if (!mr)
-        return err_set(CCL_ERR_SYSTEM, "net/socket: out of memory");
-    *mr = (net_sock_mr_t){NET_SOCK_MR_MAGIC, comm, data, size};
-    *mhandle = mr;
-    return CCL_SUCCESS;
-}
-
-static ccl_result_t net_sock_dereg_mr(void *comm, void *mhandle)
-{
-    net_sock_mr_t *mr = mhandle;
-    if (!mr)
-        return CCL_SUCCESS;
-    if (mr->magic != NET_SOCK_MR_MAGIC || mr->comm != comm)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: dereg_mr of a handle not registered on this comm");
-    mr->magic = 0;
-    free(mr);
-    return CCL_SUCCESS;
-}
-
-/* Registration is optional here, but a given handle must cover the buffer. */
-static ccl_result_t net_sock_check_mr(const net_sock_comm_t *c, const void *mhandle, const void *data, size_t size)
-{
-    const net_sock_mr_t *mr = mhandle;
-    if (!mr)
-        return CCL_SUCCESS;
-    if (mr->magic != NET_SOCK_MR_MAGIC || mr->comm != c)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: memory handle not registered on this comm");
-    const char *p = data;
-    if (size > 0 && (p < mr->base || (size_t)(p - mr->base) > mr->size || size > mr->size - (size_t)(p - mr->base)))
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: %zu bytes at %p lie outside their registered region",
-                       size, data);
-    return CCL_SUCCESS;
-}
-
-static ccl_result_t net_sock_isend(void *send_comm, const void *data, size_t size, uint32_t tag, void *mhandle,
-                                   void **request)
-{
-    net_sock_comm_t *c = send_comm;
-    *request = NULL;
-    if (!c || !net_sock_comm_is_send(c))
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: isend needs a send comm");
-    if (size > NET_SOCK_MAX_MSG)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: message of %zu bytes is too large", size);
-    ccl_result_t res = net_sock_check_mr(c, mhandle, data, size);
-    if (res != CCL_SUCCESS)
-        return res;
-    net_sock_req_t *r = NULL;
-    res = net_sock_post(c, (void *)data, size, tag, &r);
-    *request = r;
-    return res;
-}
-
-static ccl_result_t net_sock_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const uint32_t *tags,
-                                   void **mhandles, void **request)
-{
-    net_sock_comm_t *c = recv_comm;
-    *request = NULL;
-    if (!c || net_sock_comm_is_send(c))
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: irecv needs a recv comm");
-    if (n != 1)
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: irecv takes exactly one buffer (max_recvs 1), not %d", n);
-    size_t size = sizes[0] < NET_SOCK_MAX_MSG ? sizes[0] : NET_SOCK_MAX_MSG;
-    ccl_result_t res = net_sock_check_mr(c, mhandles ? mhandles[0] : NULL, data[0], size);
-    if (res != CCL_SUCCESS)
-        return res;
-    net_sock_req_t *r = NULL;
-    res = net_sock_post(c, data[0], size, tags[0], &r);
-    *request = r;
-    return res;
-}
-
-static ccl_result_t net_sock_test_req(void *request, int *done, size_t *sizes)
-{
-    if (!request) {
-        *done = 0;
-        return err_set(CCL_ERR_INVALID_ARGUMENT, "net/socket: test of a NULL request");
-    }
-    return net_sock_test(request, done, sizes);
-}
-
-static ccl_result_t net_sock_close_comm(void *comm)
-{
-    net_sock_comm_destroy(comm);
-    return CCL_SUCCESS;
-}
 
 static ccl_result_t net_sock_close_listen(void *listen_comm)
 {
@@ -770,25 +680,25 @@ static const char *net_sock_last_error(void) { return err_message(); }
 const ccl_net_v2_t net_socket_plugin = {
     .version = CCL_NET_ABI_VERSION,
     .name = "socket",
-    .caps = CCL_NET_CAP_ACTIVITY, /* net_socket_io.c rings it */
+    .caps = CCL_NET_CAP_ACTIVITY | CCL_NET_CAP_DUPLEX, /* net_socket_io.c rings activity */
     .init = net_sock_init,
     .devices = net_sock_devices,
     .get_properties = net_sock_get_properties,
     .listen = net_sock_listen,
     .connect = net_sock_connect,
     .accept = net_sock_accept,
-    .reg_mr = net_sock_reg_mr,
-    .dereg_mr = net_sock_dereg_mr,
-    .isend = net_sock_isend,
-    .irecv = net_sock_irecv,
-    .test = net_sock_test_req,
-    .close_send = net_sock_close_comm,
-    .close_recv = net_sock_close_comm,
+    .reg_mr = net_sock_conn_reg_mr,
+    .dereg_mr = net_sock_conn_dereg_mr,
+    .isend = net_sock_conn_isend,
+    .irecv = net_sock_conn_irecv,
+    .test = net_sock_conn_test,
+    .close_send = net_sock_conn_close,
+    .close_recv = net_sock_conn_close,
     .close_listen = net_sock_close_listen,
     .finalize = net_sock_finalize,
     .last_error = net_sock_last_error,
-    .progress = net_sock_comm_progress,
-    .pollfds = net_sock_comm_pollfds,
+    .progress = net_sock_conn_progress,
+    .pollfds = net_sock_conn_pollfds,
 };
 
 #ifdef NET_SOCKET_PLUGIN_SO

@@ -22,7 +22,7 @@
 
 #define NET_SOCK_HANDLE_MAGIC 0x6b73636eu /* "ncsk" */
 #define NET_SOCK_HELLO_MAGIC 0x6f6c6568u  /* "helo" */
-#define NET_SOCK_WIRE_VERSION 1
+#define NET_SOCK_WIRE_VERSION 2 /* 2: the last socket of a connection is its keepalive socket */
 
 /* What listen() writes into the opaque handle. The first part is for the
  * peer; connect() keeps its progress in the rest (its own process only). */
@@ -41,14 +41,15 @@ _Static_assert(sizeof(net_sock_handle_t) <= CCL_NET_HANDLE_MAXSIZE, "handle too 
 
 /* First bytes on each socket of a connection, connector to listener. The
  * listener groups sockets by conn_id and hands out the connection once all
- * nsocks have arrived. */
+ * nsocks have arrived; the last (index nsocks - 1) is the keepalive socket,
+ * which carries nothing after its hello. */
 typedef struct {
     uint32_t magic;
     uint32_t version;
     uint64_t listen_id;  /* from the handle: refuses strays */
     uint64_t conn_id;    /* random per connection */
     int32_t rank;        /* the connector's rank, -1 when not given */
-    uint16_t nsocks;     /* 1..NET_SOCK_MAX_SOCKS (net_socket_io.h) */
+    uint16_t nsocks;     /* 2..NET_SOCK_MAX_SOCKS (net_socket_io.h) */
     uint16_t index;      /* this socket's place, < nsocks */
 } net_sock_hello_t;
 

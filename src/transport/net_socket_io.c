@@ -14,6 +14,7 @@
  */
 #include "transport/net_socket_io.h"
 #include "base/err.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "bootstrap/socket.h"
 
@@ -43,6 +44,9 @@ enum {
 /* A helper that sleeps looks again after this long even if nothing woke it:
  * a safety net, not the mechanism. */
 #define NET_IO_SLEEP_MS 1000
+/* How often the keepalive socket is looked at by a caller that moves the
+ * data itself (a helper thread polls it instead). */
+#define NET_IO_WATCH_NS (100 * 1000000ull)
 /* Stripes are whole pages, which keeps the kernel's copies aligned. */
 #define NET_IO_STRIPE_ALIGN 4096
 /* Receive sockets read ahead into a buffer of this size: a small message's
@@ -97,6 +101,13 @@ struct net_sock_comm {
     int nsocks;
     int nthreads;           /* 0: the caller's calls do the I/O */
     int silence_s;          /* the sockets' keepalive limit, for messages */
+    /* Receive: the connection's keepalive socket (net_socket.c), idle both
+     * ways, so TCP keepalive probes it even while the data sockets have
+     * unacknowledged data (which stops their probes): its error is how a
+     * dead host or a cut link shows. -1 when none; closed with the comm. */
+    int watch_fd;
+    int watch_eof;          /* the peer closed it: nothing more to learn */
+    uint64_t watch_next;    /* caller's: when to look at it next */
     char peer[128];
     net_sock_t socks[NET_SOCK_MAX_SOCKS];
     net_sock_thread_t threads[NET_SOCK_MAX_SOCKS];
@@ -175,6 +186,34 @@ static ccl_result_t net_io_failure(net_sock_comm_t *c)
 {
     /* The writer published fail_msg before the release store of failed. */
     return err_set(c->fail_code, "%s", c->fail_msg);
+}
+
+/* Looks at the keepalive socket (at most every NET_IO_WATCH_NS unless
+ * now): an error there (ETIMEDOUT from keepalive, a reset) fails the comm.
+ * Its clean close is no failure: the data sockets say when messages stop. */
+static void net_io_watch(net_sock_comm_t *c, int now)
+{
+    if (c->watch_fd < 0 || c->watch_eof || atomic_load_explicit(&c->failed, memory_order_relaxed))
+        return;
+    if (!now) {
+        uint64_t t = clock_now_ns();
+        if (t < c->watch_next)
+            return;
+        c->watch_next = t + NET_IO_WATCH_NS;
+    }
+    char b;
+    ssize_t got = recv(c->watch_fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
+    if (got == 0) {
+        c->watch_eof = 1;
+    } else if (got > 0) {
+        c->watch_eof = 1; /* stop looking: the peer broke the protocol */
+        net_io_fail(c, CCL_ERR_REMOTE, "net/socket: %s sent data on the connection's keepalive socket: not a ccl "
+                    "peer, or the stream is corrupt", c->peer);
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        char why[160];
+        net_io_fail(c, CCL_ERR_REMOTE, "net/socket: connection to %s lost: %s", c->peer,
+                    net_io_why(c, errno, why, sizeof why));
+    }
 }
 
 /* Stripe width and count of a message of r->size bytes. */
@@ -459,6 +498,7 @@ static int net_io_step(net_sock_comm_t *c, net_sock_t *s)
 /* CCL_SOCKET_NTHREADS=0: the caller's thread moves what can move now. */
 static void net_io_progress_inline(net_sock_comm_t *c)
 {
+    net_io_watch(c, 0);
     /* Bounded: the caller polls again. */
     for (int pass = 0; pass < 64 && !atomic_load_explicit(&c->failed, memory_order_acquire); pass++) {
         uint64_t gen = atomic_load(&c->gen);
@@ -478,12 +518,15 @@ static void *net_io_thread(void *arg)
 {
     net_sock_thread_t *t = arg;
     net_sock_comm_t *c = t->comm;
-    struct pollfd pfd[NET_SOCK_MAX_SOCKS + 1];
+    struct pollfd pfd[NET_SOCK_MAX_SOCKS + 2];
     short ev = c->is_send ? POLLOUT : POLLIN;
     while (!atomic_load_explicit(&c->stop, memory_order_acquire)) {
         uint64_t gen = atomic_load(&c->gen);
         int np = 0, more = 0;
         pfd[np++] = (struct pollfd){t->efd, POLLIN, 0};
+        int watch = t->index == 0 && c->watch_fd >= 0 && !c->watch_eof ? np : -1;
+        if (watch >= 0)
+            pfd[np++] = (struct pollfd){c->watch_fd, POLLIN, 0};
         /* After a failure the thread only waits to be stopped. */
         for (int j = t->index; j < c->nsocks && !atomic_load_explicit(&c->failed, memory_order_acquire);
              j += c->nthreads) {
@@ -500,6 +543,8 @@ static void *net_io_thread(void *arg)
         if (atomic_load(&c->gen) == gen && !atomic_load(&c->stop))
             poll(pfd, (nfds_t)np, NET_IO_SLEEP_MS);
         atomic_store(&t->sleeping, 0);
+        if (watch >= 0 && pfd[watch].revents)
+            net_io_watch(c, 1);
         uint64_t drain;
         if ((pfd[0].revents & POLLIN) && read(t->efd, &drain, sizeof drain) < 0) {
             /* EAGAIN: another read won the race; the eventfd is non-blocking. */
@@ -529,12 +574,13 @@ void net_sock_comm_destroy(net_sock_comm_t *c)
         sock_close(&c->socks[j].fd);
         free(c->socks[j].stage);
     }
+    sock_close(&c->watch_fd);
     pthread_mutex_destroy(&c->fail_lock);
     free(c);
 }
 
-ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads, int silence_s,
-                                  const char *peer, net_sock_comm_t **out)
+ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int watch_fd, int nthreads,
+                                  int silence_s, const char *peer, net_sock_comm_t **out)
 {
     ccl_result_t res = CCL_SUCCESS;
     *out = NULL;
@@ -542,8 +588,11 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int n
     if (!c) {
         for (int j = 0; j < nsocks; j++)
             close(fds[j]);
+        if (watch_fd >= 0)
+            close(watch_fd);
         CCL_FAIL(CCL_ERR_SYSTEM, "net/socket: out of memory for a connection to %s", peer);
     }
+    c->watch_fd = watch_fd;
     pthread_mutex_init(&c->fail_lock, NULL);
     atomic_store(&c->closed_at, UINT64_MAX);
     c->is_send = is_send;
@@ -582,8 +631,6 @@ out:
     return res;
 }
 
-int net_sock_comm_is_send(const net_sock_comm_t *c) { return c->is_send; }
-
 ccl_result_t net_sock_comm_progress(void *comm, int *inline_io)
 {
     net_sock_comm_t *c = comm;
@@ -604,6 +651,9 @@ int net_sock_comm_pollfds(void *comm, struct pollfd *pfds, int max)
     for (int j = 0; j < c->nsocks && n < max; j++)
         if (c->socks[j].req && !c->socks[j].eof)
             pfds[n++] = (struct pollfd){c->socks[j].fd, c->is_send ? POLLOUT : POLLIN, 0};
+    /* While messages are awaited, the keepalive socket's error wakes us. */
+    if (n > 0 && n < max && c->watch_fd >= 0 && !c->watch_eof)
+        pfds[n++] = (struct pollfd){c->watch_fd, POLLIN, 0};
     return n;
 }
 
@@ -661,7 +711,7 @@ ccl_result_t net_sock_test(net_sock_req_t *r, int *done, size_t *size)
         return err_set(CCL_ERR_INVALID_USAGE, "net/socket: test on a request that already completed");
     net_sock_comm_t *c = r->comm;
     if (c->nthreads == 0)
-        net_io_progress_inline(c);
+        net_io_progress_inline(c); /* also looks at the keepalive socket */
     int failed = atomic_load_explicit(&c->failed, memory_order_acquire);
     /* Requests complete in order: a later one may have all its stripes
      * while an earlier one still waits for some. */

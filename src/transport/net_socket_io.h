@@ -37,7 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Sockets per connection, all helper threads together. */
+/* Sockets per connection: the data sockets of all helper threads together,
+ * and the keepalive socket. */
 #define NET_SOCK_MAX_SOCKS 16
 _Static_assert(NET_SOCK_MAX_SOCKS <= CCL_NET_MAX_POLLFDS, "pollfds returns one per socket");
 #define NET_SOCK_MAX_REQS 32
@@ -63,16 +64,17 @@ int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap
 typedef struct net_sock_comm net_sock_comm_t;
 typedef struct net_sock_req net_sock_req_t;
 
-/* Takes the connected sockets fds[0..nsocks) (closed on failure too) and
- * starts the comm's helpers. peer describes the other end for messages
- * ("rank 3 at 10.0.0.2:41000"); silence_s is how long the sockets' TCP
- * keepalive lets a peer's host stay silent before a socket fails with
- * ETIMEDOUT, which the failure's message then names. */
-ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int nthreads, int silence_s,
-                                  const char *peer, net_sock_comm_t **out);
+/* Takes the connected sockets fds[0..nsocks) and watch_fd (closed on
+ * failure too) and starts the comm's helpers. watch_fd (-1: none) is a
+ * socket of the connection that carries nothing: a receive comm watches it
+ * for the error that TCP keepalive raises when the peer's host dies or the
+ * link is cut. peer describes the other end for messages ("rank 3 at
+ * 10.0.0.2:41000"); silence_s is how long keepalive lets a peer's host stay
+ * silent before a socket fails with ETIMEDOUT, which the message names. */
+ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int watch_fd, int nthreads,
+                                  int silence_s, const char *peer, net_sock_comm_t **out);
 /* Stops the helpers, closes the sockets, frees the comm and its requests. */
 void net_sock_comm_destroy(net_sock_comm_t *comm);
-int net_sock_comm_is_send(const net_sock_comm_t *comm);
 /* The plugin's progress (ccl_net_v2_t): CCL_SOCKET_NTHREADS=0 (no
  * helpers) moves what can move now, *inline_io 1; a comm with helpers is
  * left to them, *inline_io 0. comm is a net_sock_comm_t. */

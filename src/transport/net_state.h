@@ -23,7 +23,8 @@
 /* net.h's opaque handle, defined here (the typedef repeats net.h's). */
 typedef struct net net_t;
 
-/* One direction of the connection to one peer, as the proxy sees it. */
+/* One direction of the connection to one peer, as the proxy sees it. With
+ * a duplex plugin both directions' entries hold the same pcomm. */
 typedef struct {
     int peer;
     int is_send;
@@ -57,6 +58,9 @@ struct net {
     int spin, yield;
     int poll_plugin;         /* no CCL_NET_CAP_ACTIVITY: nothing rings the doorbell, look every few ms */
     int inline_io;           /* a comm moves data only inside our calls (the plugin's progress) */
+    /* One plugin comm per remote peer carries both directions
+     * (CCL_NET_CAP_DUPLEX): a peer's send and recv entries share pcomm. */
+    int duplex;
     struct pollfd *pfds;     /* inline_io with pollfds: the bell's eventfd, then the comms' descriptors */
     pthread_t thread;
     int thread_started;

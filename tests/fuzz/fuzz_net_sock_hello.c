@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_REQUIRE(size == sizeof m);
     FUZZ_REQUIRE(m.magic == NET_SOCK_HELLO_MAGIC && m.version == NET_SOCK_WIRE_VERSION);
     FUZZ_REQUIRE(m.listen_id == listen_id && m.conn_id != 0);
-    FUZZ_REQUIRE(m.nsocks >= 1 && m.nsocks <= NET_SOCK_MAX_SOCKS && m.index < m.nsocks);
+    FUZZ_REQUIRE(m.nsocks >= 2 && m.nsocks <= NET_SOCK_MAX_SOCKS && m.index < m.nsocks);
     FUZZ_REQUIRE(m.rank >= -1);
     return 0;
 }

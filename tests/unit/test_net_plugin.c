@@ -235,6 +235,7 @@ static void test_socket_v2_capabilities(void **state)
     assert_int_equal(net_plugin_open("socket", &p), CCL_SUCCESS);
     const ccl_net_v2_t *n = p->net;
     assert_true(n->caps & CCL_NET_CAP_ACTIVITY);
+    assert_true(n->caps & CCL_NET_CAP_DUPLEX);
     assert_non_null(n->progress);
     assert_non_null(n->pollfds);
     for (int helpers = 0; helpers < 2; helpers++) {
@@ -250,11 +251,14 @@ static void test_socket_v2_capabilities(void **state)
         uint32_t tag = 7;
         assert_int_equal(n->irecv(r, 1, &dptr, &cap, &tag, NULL, &rr), CCL_SUCCESS);
         struct pollfd pfds[CCL_NET_MAX_POLLFDS];
-        /* Inline: the receive waits on its lead socket's data. */
+        /* Inline: the receive waits on its lead socket's data, and on the
+         * keepalive socket's error. */
         int nfds = n->pollfds(r, pfds, CCL_NET_MAX_POLLFDS);
-        assert_int_equal(nfds, helpers ? 0 : 1);
-        if (nfds)
+        assert_int_equal(nfds, helpers ? 0 : 2);
+        if (nfds) {
             assert_int_equal(pfds[0].events, POLLIN);
+            assert_int_equal(pfds[1].events, POLLIN);
+        }
         uint32_t rung = net_activity_count();
         assert_int_equal(n->isend(s, msg, sizeof msg, 7, NULL, &sr), CCL_SUCCESS);
         if (nfds)

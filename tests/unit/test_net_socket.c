@@ -40,6 +40,7 @@
 #include "base/wait.h"
 #include "transport/net_plugin.h"
 #include "transport/net_socket.h"
+#include "transport/net_socket_conn.h"
 #include "transport/net_socket_io.h"
 
 #define SEC 1000000000ull
@@ -235,11 +236,9 @@ static void test_connect_accept(void **state)
         assert_int_equal(h->magic, NET_SOCK_HANDLE_MAGIC);
         assert_int_equal(h->rank, 0);
         assert_int_equal(h->stage, 0); /* a finished connect leaves the handle reusable */
-        assert_true(net_sock_comm_is_send(c.s));
-        assert_false(net_sock_comm_is_send(c.r));
-        assert_true(contains(net_sock_comm_peer(c.s), "rank 0 at "));
-        assert_true(contains(net_sock_comm_peer(c.s), c.addr));
-        assert_true(contains(net_sock_comm_peer(c.r), "rank 1 at "));
+        assert_true(contains(net_socket_comm_peer(c.s), "rank 0 at "));
+        assert_true(contains(net_socket_comm_peer(c.s), c.addr));
+        assert_true(contains(net_socket_comm_peer(c.r), "rank 1 at "));
         conn_close(&c);
     }
     /* A handle that listen did not write. */
@@ -249,6 +248,59 @@ static void test_connect_accept(void **state)
     assert_int_equal(N->connect(0, 0, junk, &s), CCL_ERR_INVALID_ARGUMENT);
     assert_null(s);
     net_socket_set_layout(-1, -1);
+}
+
+/* Duplex: both ends send and receive at once over one connection, each
+ * direction with its own sequence (striped, small and empty messages), for
+ * every kind of progress. */
+static void test_duplex(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {8, MIB + 3, 0, 4097, 3 * 65536 + 1};
+    enum { NSZ = sizeof sizes / sizeof sizes[0] };
+    static const int layouts[][2] = {{2, 0}, {1, 0}, {2, 1}, {3, 2}};
+    unsigned char *a = malloc(MIB + 3), *b = malloc(MIB + 3), *at_a = malloc(MIB + 3), *at_b = malloc(MIB + 3);
+    assert_true(a && b && at_a && at_b);
+    fill(a, MIB + 3, 31);
+    fill(b, MIB + 3, 32);
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++) {
+        net_socket_set_layout(layouts[l][0], layouts[l][1]);
+        conn_t c;
+        conn_open(&c, 0, 1);
+        for (int k = 0; k < NSZ; k++) {
+            size_t n = sizes[k];
+            memset(at_a, 0, n + 1 > MIB + 3 ? MIB + 3 : n + 1);
+            memset(at_b, 0, n + 1 > MIB + 3 ? MIB + 3 : n + 1);
+            /* req[0]: connector sends, [1]: acceptor receives it, [2]:
+             * acceptor sends, [3]: connector receives that. */
+            void *req[4] = {NULL};
+            post_recv(c.r, at_b, MIB + 3, 100 + k, &req[1]);
+            post_recv(c.s, at_a, MIB + 3, 200 + k, &req[3]);
+            post_send(c.s, a, n, 100 + k, &req[0]);
+            post_send(c.r, b, n, 200 + k, &req[2]);
+            int done[4] = {0};
+            size_t got[4] = {0};
+            uint64_t deadline = clock_now_ns() + 30 * SEC;
+            while (!done[0] || !done[1] || !done[2] || !done[3]) {
+                for (int q = 0; q < 4; q++)
+                    if (!done[q])
+                        assert_int_equal(N->test(req[q], &done[q], &got[q]), CCL_SUCCESS);
+                assert_true(clock_now_ns() < deadline);
+            }
+            assert_int_equal(got[1], n);
+            assert_int_equal(got[3], n);
+            if (n) {
+                assert_memory_equal(at_b, a, n);
+                assert_memory_equal(at_a, b, n);
+            }
+        }
+        conn_close(&c);
+    }
+    net_socket_set_layout(-1, -1);
+    free(a);
+    free(b);
+    free(at_a);
+    free(at_b);
 }
 
 static void test_sizes(void **state)
@@ -494,14 +546,14 @@ static void test_wire_striping(void **state)
 
     net_socket_set_layout(NS, 1);
     void *s = NULL;
-    int fds[NS] = {-1, -1, -1, -1};
+    int fds[NS + 1] = {-1, -1, -1, -1, -1}; /* the data sockets, then the keepalive socket */
     uint64_t conn_id = 0, deadline = clock_now_ns() + 20 * SEC;
     int accepted = 0;
-    while (!s || accepted < NS) {
+    while (!s || accepted < NS + 1) {
         if (!s)
             assert_int_equal(N->connect(0, 8, handle, &s), CCL_SUCCESS);
         int fd = -1;
-        if (accepted < NS)
+        if (accepted < NS + 1)
             assert_int_equal(sock_try_accept(lfd, &fd), CCL_SUCCESS);
         if (fd >= 0) {
             net_sock_hello_t m;
@@ -510,8 +562,8 @@ static void test_wire_striping(void **state)
             assert_int_equal(m.version, NET_SOCK_WIRE_VERSION);
             assert_int_equal(m.listen_id, 0x1234567);
             assert_int_equal(m.rank, 8);
-            assert_int_equal(m.nsocks, NS);
-            assert_true(m.index < NS);
+            assert_int_equal(m.nsocks, NS + 1);
+            assert_true(m.index < NS + 1);
             assert_int_equal(fds[m.index], -1);
             if (accepted == 0)
                 conn_id = m.conn_id;
@@ -521,7 +573,9 @@ static void test_wire_striping(void **state)
         }
         assert_true(clock_now_ns() < deadline);
     }
-    assert_int_equal(check_plugin_socket_options(&bound), NS);
+    /* Each data socket twice (the send direction holds a duplicate of its
+     * descriptor), and the keepalive socket. */
+    assert_int_equal(check_plugin_socket_options(&bound), 2 * NS + 1);
 
     /* Message 0 (lead socket 0): 1 MiB + 3 bytes in 4 stripes of 260 KiB
      * (ceil(size / 4) rounded up to 4 KiB), the last one shorter. Message 1
@@ -562,8 +616,8 @@ static void test_wire_striping(void **state)
     assert_int_equal(wait_req(r0, NULL), CCL_SUCCESS);
     assert_int_equal(wait_req(r1, NULL), CCL_SUCCESS);
     assert_int_equal(wait_req(r2, NULL), CCL_SUCCESS);
-    /* Nothing more on any socket. */
-    for (int i = 0; i < NS; i++) {
+    /* Nothing more on any socket, the keepalive socket included. */
+    for (int i = 0; i < NS + 1; i++) {
         char x;
         assert_int_equal(recv(fds[i], &x, 1, MSG_DONTWAIT), -1);
         assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
@@ -578,16 +632,17 @@ static void test_wire_striping(void **state)
 
 /* ---- failures ------------------------------------------------------------------ */
 
-/* A forged sender: nsocks raw sockets that say hello to c's listener. */
+/* A forged sender: nsocks raw data sockets and the keepalive socket
+ * (fds[nsocks]) that say hello to c's listener. */
 static void forge_connect(conn_t *c, int nsocks, int rank, int *fds, char *from, size_t from_len)
 {
     const net_sock_handle_t *h = (const net_sock_handle_t *)c->handle;
-    for (int i = 0; i < nsocks; i++) {
+    for (int i = 0; i < nsocks + 1; i++) {
         fds[i] = socket(h->addr.sa.sa_family, SOCK_STREAM, 0);
         assert_true(fds[i] >= 0);
         assert_int_equal(connect(fds[i], &h->addr.sa, sock_addr_len(&h->addr)), 0);
         net_sock_hello_t m = {NET_SOCK_HELLO_MAGIC, NET_SOCK_WIRE_VERSION, h->listen_id, 0xfeed01, rank,
-                              (uint16_t)nsocks, (uint16_t)i};
+                              (uint16_t)(nsocks + 1), (uint16_t)i};
         assert_int_equal(send(fds[i], &m, sizeof m, 0), (ssize_t)sizeof m);
     }
     sock_addr_t local;
@@ -655,10 +710,11 @@ static void test_garbage_and_oversized_headers(void **state)
     for (int k = 0; k < NCASES; k++) {
         net_socket_set_layout(1, k & 1); /* receive side helpers or not */
         conn_t c;
-        int fd;
+        int fds[2];
         char from[80];
         forge_listen(&c);
-        forge_connect(&c, 1, 7, &fd, from, sizeof from);
+        forge_connect(&c, 1, 7, fds, from, sizeof from);
+        int fd = fds[0];
         net_sock_msg_hdr_t h = {NET_SOCK_MSG_MAGIC, 9, 0, 4096};
         if (k == GARBAGE)
             memset(&h, 0x41, sizeof h);
@@ -689,6 +745,59 @@ static void test_garbage_and_oversized_headers(void **state)
         for (size_t i = 0; i < sizeof dst; i++)
             assert_int_equal(dst[i], 0xA5);
         close(fd);
+        close(fds[1]);
+        conn_close(&c);
+    }
+    net_socket_set_layout(-1, -1);
+}
+
+/* The keepalive socket (the connection's last, which carries nothing): a
+ * reset there, as TCP keepalive's ETIMEDOUT would, fails a waiting
+ * receive naming the peer; data there is a protocol error; its clean close
+ * is no failure (the data sockets carry on). With and without helpers. */
+static void test_keepalive_socket(void **state)
+{
+    (void)state;
+    enum { RESET, DATA, CLOSE, NCASES };
+    for (int k = 0; k < 2 * NCASES; k++) {
+        int helpers = k / NCASES, what = k % NCASES;
+        net_socket_set_layout(1, helpers);
+        conn_t c;
+        int fds[2];
+        char from[80];
+        forge_listen(&c);
+        forge_connect(&c, 1, 7, fds, from, sizeof from);
+        static unsigned char dst[64];
+        void *rr = NULL;
+        post_recv(c.r, dst, sizeof dst, 3, &rr);
+        if (what == RESET) {
+            struct linger lg = {1, 0};
+            assert_int_equal(setsockopt(fds[1], SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+            close(fds[1]);
+        } else if (what == DATA) {
+            assert_int_equal(send(fds[1], "x", 1, 0), 1);
+        } else {
+            close(fds[1]);
+            usleep(300000); /* past the inline look's interval: it sees the close */
+            net_sock_msg_hdr_t h = {NET_SOCK_MSG_MAGIC, 3, 0, 5};
+            assert_int_equal(send(fds[0], &h, sizeof h, 0), (ssize_t)sizeof h);
+            assert_int_equal(send(fds[0], "hello", 5, 0), 5);
+        }
+        size_t got = 0;
+        ccl_result_t rc = wait_req(rr, &got);
+        if (what == CLOSE) {
+            assert_int_equal(rc, CCL_SUCCESS);
+            assert_int_equal(got, 5);
+            assert_memory_equal(dst, "hello", 5);
+        } else {
+            assert_int_equal(rc, CCL_ERR_REMOTE);
+            assert_true(contains(N->last_error(), "rank 7 at "));
+            assert_true(contains(N->last_error(), from));
+            assert_true(contains(N->last_error(), what == RESET ? "lost" : "keepalive socket"));
+        }
+        close(fds[0]);
+        if (what == DATA)
+            close(fds[1]);
         conn_close(&c);
     }
     net_socket_set_layout(-1, -1);
@@ -702,7 +811,7 @@ static void test_sender_closes_mid_message(void **state)
     for (int helpers = 0; helpers < 2; helpers++) {
         net_socket_set_layout(2, helpers);
         conn_t c;
-        int fds[2];
+        int fds[3];
         char from[80];
         forge_listen(&c);
         forge_connect(&c, 2, 12, fds, from, sizeof from);
@@ -714,6 +823,7 @@ static void test_sender_closes_mid_message(void **state)
         post_recv(c.r, dst, MIB, 0, &rr);
         close(fds[0]);
         close(fds[1]);
+        close(fds[2]);
         assert_int_equal(wait_req(rr, NULL), CCL_ERR_REMOTE);
         assert_true(contains(N->last_error(), "closed by rank 12 at "));
         assert_true(contains(N->last_error(), from));
@@ -848,6 +958,7 @@ int main(void)
         cmocka_unit_test(test_devices_and_properties),
         cmocka_unit_test(test_interface_order),
         cmocka_unit_test(test_connect_accept),
+        cmocka_unit_test(test_duplex),
         cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_many_in_order),
         cmocka_unit_test(test_request_limit),
@@ -855,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_wire_striping),
         cmocka_unit_test(test_recv_smaller_than_send),
         cmocka_unit_test(test_garbage_and_oversized_headers),
+        cmocka_unit_test(test_keepalive_socket),
         cmocka_unit_test(test_sender_closes_mid_message),
         cmocka_unit_test(test_receiver_closes_mid_message),
         cmocka_unit_test(test_connect_refused),
