@@ -11,15 +11,17 @@
 # counts). LAYOUT gives the ranks per node (2,2: two nodes of two ranks; 2,2,2,2:
 # four nodes of two); -t limits every node's link with tbf (e.g. 2gbit).
 # Each round runs, one after the other on the same nodes: ccl-perf (blocking
-# calls, -z 1, as MPI's are), ccl-perf with CCL_SOCKET_NTHREADS=0 (no socket
-# helper threads: the thread that waits does the socket I/O) and Open MPI's
-# mpi-bench (btl tcp between the nodes, vader within one). The table gives the
+# calls, -z 1, as MPI's are) with the defaults, ccl-perf with the net
+# settings that were the defaults before issue 36 (CCL_SOCKET_NTHREADS=1:
+# socket helper threads; CCL_NET_DUPLEX=0: one connection each way; "old
+# net" below) and Open MPI's mpi-bench (btl tcp between the nodes, vader
+# within one). The table gives the
 # median time per call (out of place, max over ranks, us), ccl's time over Open
 # MPI's, and the median bus bandwidths (GB/s).
 #
 # Then, for 8-byte calls (-k of them, out of place and in place), per call
 # and per rank: system calls by kind (strace -f -c) and context switches
-# (perf stat), for ccl, ccl with CCL_SOCKET_NTHREADS=0 and Open MPI; skipped
+# (perf stat), for ccl, ccl with the old net settings and Open MPI; skipped
 # with a note where strace or perf is missing. strace slows everything it
 # traces: its counts are what happens, not how long it takes.
 #
@@ -52,18 +54,18 @@ ompi_info --parsable 2>/dev/null | grep -q '^mca:op:avx:' && mpi_opts+=(--mca op
 : >"$LOG/rows"
 sizes=(-b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w 100)
 for ((r = 1; r <= R; r++)); do
-    for tag in ccl ccl-nt0 ompi; do
+    for tag in ccl ccl-old ompi; do
         out="$LOG/$tag.$r.txt"
         case $tag in
         ccl) "$C" run -L "$LAYOUT" "$BUILD/bin/ccl-perf" -C "$COLL" -z 1 -a 3 "${sizes[@]}" >"$out" 2>&1 ;;
-        ccl-nt0) CCL_SOCKET_NTHREADS=0 "$C" run -L "$LAYOUT" "$BUILD/bin/ccl-perf" -C "$COLL" -z 1 -a 3 "${sizes[@]}" >"$out" 2>&1 ;;
+        ccl-old) CCL_SOCKET_NTHREADS=1 CCL_NET_DUPLEX=0 "$C" run -L "$LAYOUT" "$BUILD/bin/ccl-perf" -C "$COLL" -z 1 -a 3 "${sizes[@]}" >"$out" 2>&1 ;;
         ompi) "$C" run -L "$LAYOUT" "${mpi_opts[@]}" "$BUILD/bin/mpi-bench" -C "$COLL" "${sizes[@]}" >"$out" 2>&1 ;;
         esac || echo "cross_host.sh: $tag failed in round $r (see $out)" >&2
         awk -v t="$tag" '!/^#/ && NF >= 9 && $1 ~ /^[0-9]+$/ { print t, $1, $6, $8 }' "$out" >>"$LOG/rows"
     done
 done
 echo
-echo "| size (B) | ccl (us) | ccl, CCL_SOCKET_NTHREADS=0 | Open MPI tcp | ccl / Open MPI | nt0 / Open MPI | busbw ccl, nt0, Open MPI (GB/s) |"
+echo "| size (B) | ccl (us) | ccl, old net (us) | Open MPI tcp (us) | ccl / Open MPI | old / Open MPI | busbw ccl, old, Open MPI (GB/s) |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 sort -k2,2n -k1,1 "$LOG/rows" | awk '
     function median(s,    v, n, i, j, t) {
@@ -75,9 +77,9 @@ sort -k2,2n -k1,1 "$LOG/rows" | awk '
       if (!($2 in seen)) { seen[$2] = 1; order[++ns] = $2 } }
     END {
         for (i = 1; i <= ns; i++) {
-            s = order[i]; c = median(all["ccl", s]); z = median(all["ccl-nt0", s]); m = median(all["ompi", s])
+            s = order[i]; c = median(all["ccl", s]); z = median(all["ccl-old", s]); m = median(all["ompi", s])
             printf "| %s | %.1f | %.1f | %.1f | %.2f | %.2f | %.3f, %.3f, %.3f |\n", s, c, z, m, (m > 0 ? c / m : 0), (m > 0 ? z / m : 0),
-                median(bw["ccl", s]), median(bw["ccl-nt0", s]), median(bw["ompi", s])
+                median(bw["ccl", s]), median(bw["ccl-old", s]), median(bw["ompi", s])
         }
     }'
 
@@ -89,7 +91,7 @@ count_8b() {
     shift
     local prog=("$BUILD/bin/ccl-perf" -C "$COLL" -b 8 -e 8 -z 1 -n "$CALLS" -w 10)
     case $tag in
-    ccl-nt0) envs=(CCL_SOCKET_NTHREADS=0) ;;
+    ccl-old) envs=(CCL_SOCKET_NTHREADS=1 CCL_NET_DUPLEX=0) ;;
     ompi) pre=("${mpi_opts[@]}") prog=("$BUILD/bin/mpi-bench" -C "$COLL" -b 8 -e 8 -n "$CALLS" -w 10) ;;
     esac
     env "${envs[@]}" "$C" run -L "$LAYOUT" "${pre[@]}" "$@" "${prog[@]}" >"$LOG/count-$tag.txt" 2>&1 ||
@@ -98,25 +100,25 @@ count_8b() {
 [[ "$CALLS" -gt 0 ]] || exit 0
 calls=$((2 * CALLS)) # out of place and in place
 if command -v strace >/dev/null; then
-    for tag in ccl ccl-nt0 ompi; do
+    for tag in ccl ccl-old ompi; do
         count_8b "$tag" bash -c 'exec strace -f -c -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$LOG/strace-$tag"
     done
     echo
     echo "System calls per 8-byte call on rank 0 (strace -f -c over $calls calls):"
     echo
-    echo "| syscall | ccl | ccl, NTHREADS=0 | Open MPI |"
+    echo "| syscall | ccl | ccl, old net | Open MPI |"
     echo "| --- | --- | --- | --- |"
     awk -v n="$calls" '
         FNR == 1 { f++ }
         $NF ~ /^[a-z_0-9]+$/ && $NF != "total" && $NF != "syscall" && NF >= 5 { c[f, $NF] = $4; k[$NF] = 1 }
         END { for (s in k) { if ((c[1, s] + c[2, s] + c[3, s]) / n >= 0.05)
                   printf "| %s | %.2f | %.2f | %.2f |\n", s, c[1, s] / n, c[2, s] / n, c[3, s] / n } }' \
-        "$LOG/strace-ccl.0" "$LOG/strace-ccl-nt0.0" "$LOG/strace-ompi.0" | sort -t'|' -k3,3gr
+        "$LOG/strace-ccl.0" "$LOG/strace-ccl-old.0" "$LOG/strace-ompi.0" | sort -t'|' -k3,3gr
 else
     echo "(strace not found: no system-call counts)"
 fi
 if command -v perf >/dev/null; then
-    for tag in ccl ccl-nt0 ompi; do
+    for tag in ccl ccl-old ompi; do
         count_8b "$tag" bash -c 'exec perf stat -x, -e context-switches,task-clock -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' \
             "$LOG/pstat-$tag"
     done
@@ -125,7 +127,7 @@ if command -v perf >/dev/null; then
     echo
     echo "| | context switches | CPU time (us) |"
     echo "| --- | --- | --- |"
-    for tag in ccl ccl-nt0 ompi; do
+    for tag in ccl ccl-old ompi; do
         cat "$LOG/pstat-$tag".* 2>/dev/null | awk -F, -v t="$tag" -v n="$calls" '
             $3 == "context-switches" { cs += $1; r++ } $3 == "task-clock" { ms += $1 }
             END { if (r) printf "| %s | %.2f | %.2f |\n", t, cs / r / n, ms / r / n * 1000 }'

@@ -26,6 +26,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -406,6 +408,21 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
     return NET_IO_MORE;
 }
 
+/* Bulk arriving on a socket that also sends (duplex): TCP then delays
+ * acknowledgements, hoping to send them with data, and under loss (a
+ * shaped link's drops) the sender waits out the delayed-ACK timer (40 ms)
+ * at a time, or backs off. Small messages keep the piggyback; after a
+ * large read we ask for an immediate ACK (the kernel clears the flag by
+ * itself, so it is set again per read). */
+#define NET_IO_QUICKACK_BYTES (16 * 1024)
+static void net_io_quickack(int fd)
+{
+    int one = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one) != 0) {
+        /* Only a hint: without it, acknowledgements come later. */
+    }
+}
+
 /* recv() on s's stream: the read-ahead first, then the socket (straight
  * into dst for a large rest, else through the read-ahead). Returns what
  * recv would; *staged says the bytes came from the read-ahead, so the
@@ -413,12 +430,18 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
 static ssize_t net_io_read(net_sock_t *s, char *dst, size_t want, int *staged)
 {
     *staged = 0;
-    if (s->stage_rd == s->stage_wr && (want >= NET_IO_STAGE_SIZE || !s->stage))
-        return recv(s->fd, dst, want, MSG_DONTWAIT);
+    if (s->stage_rd == s->stage_wr && (want >= NET_IO_STAGE_SIZE || !s->stage)) {
+        ssize_t got = recv(s->fd, dst, want, MSG_DONTWAIT);
+        if (got >= NET_IO_QUICKACK_BYTES)
+            net_io_quickack(s->fd);
+        return got;
+    }
     if (s->stage_rd == s->stage_wr) {
         ssize_t got = recv(s->fd, s->stage, NET_IO_STAGE_SIZE, MSG_DONTWAIT);
         if (got <= 0)
             return got;
+        if (got >= NET_IO_QUICKACK_BYTES)
+            net_io_quickack(s->fd);
         s->stage_rd = 0;
         s->stage_wr = (size_t)got;
     } else {
