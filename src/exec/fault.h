@@ -16,7 +16,7 @@
  *   delay:rank=R[:op=N]:ms=M   sleep M ms before call N (every call if op=0)
  *   drop:rank=R:op=N           at call N, rank R drops its network connections
  *   corrupt:rank=R:op=N        flip one byte of rank R's result of call N
- *   stall:rank=R:op=N[:ms=M]   rank R's net progress thread stops for M ms
+ *   stall:rank=R:op=N[:ms=M]   rank R's net progress stops for M ms (the proxy and callers that drive it)
  *                              (0: until the communicator ends)
  *
  * Calls are counted per communicator, from 1, collectives and point-to-

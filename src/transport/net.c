@@ -442,11 +442,20 @@ void net_drive_end(net_t *net, int push)
     }
 }
 
+/* CCL_FAULT=stall: this rank's network progress stops, whoever drives
+ * it (the proxy and callers alike), as a hung progress engine would. */
+static int net_stalled(net_t *net)
+{
+    uint64_t stall = atomic_load(&net->stall_until);
+    return stall && clock_now_ns() < stall;
+}
+
 int net_drive(void *arg)
 {
     net_t *net = arg;
     /* After a failure, the proxy alone tells the peers and closes. */
-    if (!net_drivable(net) || atomic_load(&net->failed) || atomic_load(&net->stop) || atomic_load(&net->poison))
+    if (!net_drivable(net) || atomic_load(&net->failed) || atomic_load(&net->stop) || atomic_load(&net->poison) ||
+        net_stalled(net))
         return 0;
     if (pthread_mutex_trylock(&net->drive_lock) != 0)
         return 0;
@@ -471,9 +480,8 @@ static void *net_proxy_main(void *arg)
         if (atomic_load(&net->fault_drop) && !atomic_load(&net->failed))
             net_fail(net, NULL, "rank %d (%s): CCL_FAULT dropped this rank's network connections", net->rank,
                      net_peer_host(net, net->rank));
-        uint64_t stall = atomic_load(&net->stall_until);
-        if (stall && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
-            if (clock_now_ns() < stall) {
+        if (atomic_load(&net->stall_until) && !atomic_load(&net->stop) && !atomic_load(&net->poison)) {
+            if (net_stalled(net)) {
                 struct timespec ts = {0, 1000000};
                 nanosleep(&ts, NULL);
                 continue;
