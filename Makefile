@@ -166,6 +166,8 @@ MP_BIN   := $(MP_SRC:tests/mp/%.c=$(BUILD)/tests/mp/%)
 MPI_BIN  := $(MPI_SRC:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
 CLUSTER_SRC := $(sort $(wildcard tests/cluster/*.c))
 CLUSTER_BIN := $(CLUSTER_SRC:tests/cluster/%.c=$(BUILD)/tests/cluster/%)
+NET_TEST_SRC := $(sort $(wildcard tests/net/*.c))
+NET_TEST_BIN := $(NET_TEST_SRC:tests/net/%.c=$(BUILD)/tests/net/%)
 TEST_HELPERS := $(sort $(wildcard tests/common/*.c))
 ifeq ($(CUDA),1)
 NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(CUDA_ROOT)/lib64/libnccl.so $(CUDA_ROOT)/lib/libnccl.so \
@@ -284,7 +286,7 @@ $(BUILD)/bin/net-bench: perf/net_bench.c perf/bench_size.h $(LIB_A)
 	$(CC) $(CFLAGS) $(NO_LTO) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 
 tests: lib $(if $(HAVE_CMOCKA),$(UNIT_BIN) $(NET_PLUGINS)) $(SIM_BIN) $(MP_BIN) $(if $(HAVE_MPICC),$(MPI_BIN)) \
-       $(CLUSTER_BIN) \
+       $(CLUSTER_BIN) $(NET_TEST_BIN) \
        $(GPU_BIN)
 # What tests/gpu/run.sh runs, and no more (its --mock build, which also
 # runs test_cuda_rt's refusals with the mock's driver or devices taken away).
@@ -341,6 +343,9 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c $(LIB_A) $(TEST_HELPERS)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(NO_LTO) -Itests/common $(LDFLAGS_SAN) -o $@ $< $(TEST_HELPERS) $(LIB_A) $(LDLIBS)
 $(BUILD)/tests/cluster/%: tests/cluster/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(NO_LTO) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
+$(BUILD)/tests/net/%: tests/net/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(NO_LTO) $(LDFLAGS_SAN) -o $@ $< $(LIB_A) $(LDLIBS)
 

@@ -445,6 +445,12 @@ else
     skipped=$((skipped + 1))
 fi
 
+# Two jobs on one CCL_COMM_ID (launched with RANK/WORLD_SIZE in interleaved
+# orders, and by two mpiruns) never form one communicator: each job's ranks
+# stay together or fail with a message naming the other job.
+run_test "net/two_jobs" mp env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    tests/net/two_jobs.sh "$BUILD"
+
 # ---- multi-node cluster ---------------------------------------------------------------
 # Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
 # ccl-perf over every collective, type and op, the MPI cross-check, and each

@@ -33,6 +33,8 @@ struct bs_acceptor {
     uint8_t secret[BS_SECRET_BYTES];
     char who[64];
     uint64_t accepted;
+    bs_refuse_fn refuse;
+    void *refuse_arg;
     bs_pending_t pend[BS_ACCEPT_MAX_PENDING];
 };
 
@@ -55,6 +57,12 @@ ccl_result_t bs_acceptor_open(int lfd, const uint8_t secret[BS_SECRET_BYTES], si
         a->pend[i].fd = -1;
     *out = a;
     return CCL_SUCCESS;
+}
+
+void bs_acceptor_set_refuse(bs_acceptor_t *a, bs_refuse_fn refuse, void *arg)
+{
+    a->refuse = refuse;
+    a->refuse_arg = arg;
 }
 
 static void bs_pending_drop(bs_acceptor_t *a, bs_pending_t *p, const char *why)
@@ -191,8 +199,11 @@ ccl_result_t bs_acceptor_next(bs_acceptor_t *a, bs_frame_check_fn check, void *a
             snprintf(src, sizeof src, "%s: dropped a connection from %s", a->who,
                      sock_addr_str(&p->from, abuf, sizeof abuf));
             /* The check's err_set logs why, with src, at WARN. */
-            if (bs_auth_check(p->buf, p->got, a->secret, src) != CCL_SUCCESS ||
-                check(p->buf, p->got, src, arg) != CCL_SUCCESS)
+            if (bs_auth_check(p->buf, p->got, a->secret, src) != CCL_SUCCESS) {
+                if (a->refuse)
+                    a->refuse(p->fd, p->buf, p->got, src, a->refuse_arg);
+                bs_pending_drop(a, p, NULL);
+            } else if (check(p->buf, p->got, src, arg) != CCL_SUCCESS)
                 bs_pending_drop(a, p, NULL);
             else if (a->peer_waits && bs_pending_trailing(a, p))
                 continue;

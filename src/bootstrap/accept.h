@@ -38,6 +38,10 @@ typedef ccl_result_t (*bs_frame_check_fn)(const void *frame, size_t len, const c
 
 typedef struct bs_acceptor bs_acceptor_t;
 
+/* Called with a frame that failed bs_auth_check, before its connection is
+ * dropped: may answer on fd (non-blocking) to tell the peer why. */
+typedef void (*bs_refuse_fn)(int fd, const void *frame, size_t len, const char *from, void *arg);
+
 /* An acceptor on listening socket lfd (not owned) for frames of frame_len
  * bytes (sizeof(bs_auth_t) .. BS_FRAME_MAX) that prove `secret`. peer_waits:
  * the peer sends nothing after its frame until it gets an answer, so more
@@ -45,6 +49,8 @@ typedef struct bs_acceptor bs_acceptor_t;
  * ("bootstrap root", "rank 3"). */
 ccl_result_t bs_acceptor_open(int lfd, const uint8_t secret[BS_SECRET_BYTES], size_t frame_len, int peer_waits,
                               const char *who, bs_acceptor_t **out);
+/* Frames that fail authentication go through `refuse` first (NULL: none). */
+void bs_acceptor_set_refuse(bs_acceptor_t *a, bs_refuse_fn refuse, void *arg);
 /* Waits until a connection's frame passes `check`, or the deadline
  * (CCL_ERR_TIMEOUT). *fd gets the connection (non-blocking), frame its
  * frame_len bytes, *from (if not NULL) its source address. Connections

@@ -4,21 +4,24 @@
  */
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/accept.h"
+#include "bootstrap/job.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/param.h"
 #include "base/wait.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 /* CCL_COMM_ID mode has no id to carry a random secret, so every rank derives
- * it from CCL_COMM_SECRET (which the launcher shares like CCL_COMM_ID). This
- * is a mixing function, not a cryptographic one; without CCL_COMM_SECRET the
- * secret is public and only keeps out accidental connections. */
+ * it from CCL_COMM_SECRET (which the launcher shares like CCL_COMM_ID), or
+ * without it from the launcher's job name (job.h). This is a mixing
+ * function, not a cryptographic one: a job name tells jobs apart, it keeps
+ * out no one who can read it; with neither the secret is public. */
 static void bs_derive_secret(const char *text, uint8_t out[BS_SECRET_BYTES])
 {
     uint64_t h = 0xcbf29ce484222325ull;
@@ -33,6 +36,26 @@ static void bs_derive_secret(const char *text, uint8_t out[BS_SECRET_BYTES])
     }
 }
 
+/* Once per process: with neither CCL_COMM_SECRET nor a launcher's job name
+ * nothing tells two jobs on one CCL_COMM_ID apart. */
+static void bs_warn_anonymous(const char *comm_id, const char *secret_from)
+{
+    static atomic_int warned;
+    if (param_str(PARAM_COMM_SECRET)[0])
+        return;
+    if (bs_job_name()[0]) {
+        LOG_INFO(SUB_BOOTSTRAP, "CCL_COMM_ID %s: the bootstrap secret comes from %s (%s)", comm_id, secret_from,
+                 bs_job_name());
+        return;
+    }
+    if (atomic_exchange(&warned, 1) == 0)
+        LOG_WARN(SUB_BOOTSTRAP,
+                 "CCL_COMM_ID %s without CCL_COMM_SECRET, and no launcher names this job (PMIx, Open MPI, Slurm, "
+                 "torchrun, Flux, PBS, LSF): ranks of two jobs that share this address cannot be told apart and "
+                 "may form one communicator; set CCL_COMM_SECRET to a value unique to the job",
+                 comm_id);
+}
+
 ccl_result_t bs_id_create(ccl_unique_id_t *id)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -43,7 +66,9 @@ ccl_result_t bs_id_create(ccl_unique_id_t *id)
     const char *comm_id = param_str(PARAM_COMM_ID);
     if (comm_id[0]) {
         CCL_TRY(sock_addr_parse(comm_id, &bid.root));
-        bs_derive_secret(param_str(PARAM_COMM_SECRET), bid.secret);
+        const char *secret_from = "";
+        bs_derive_secret(bs_job_secret_text(&secret_from), bid.secret);
+        bs_warn_anonymous(comm_id, secret_from);
         bid.root_in_rank0 = 1;
         memset(id, 0, sizeof *id);
         memcpy(id->internal, &bid, sizeof bid);
@@ -75,6 +100,32 @@ out:
     return res;
 }
 
+/* The root answered our hello (h) with a refusal, whose first bytes are in
+ * hdr: we reached the root of another job or unique id. */
+static ccl_result_t bs_refused(const bs_hello_t *h, int fd, const bs_table_hdr_t *hdr, const char *from,
+                               uint64_t deadline)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    bs_refusal_t r;
+    memcpy(&r, hdr, sizeof *hdr);
+    CCL_TRY(sock_recv_all(fd, (char *)&r + sizeof *hdr, sizeof r - sizeof *hdr, deadline));
+    CCL_TRY(bs_refusal_parse(&r, sizeof r, from, &r));
+    char size[32];
+    if (r.nranks > 0)
+        snprintf(size, sizeof size, "%d ranks", r.nranks);
+    else
+        snprintf(size, sizeof size, "no rank of its own yet");
+    CCL_FAIL(CCL_ERR_INVALID_USAGE,
+             "%s (run by pid %d on %s, %s, %s) refused rank %d of %d (pid %d on %s, %s): %s", from, r.pid, r.host,
+             r.job[0] ? r.job : "no launcher job name", size, h->rank, h->nranks, h->info.pid, h->info.hostname,
+             h->job[0] ? h->job : "no launcher job name",
+             r.same_job ? "it belongs to another unique id or CCL_COMM_SECRET"
+                        : "it belongs to another job; jobs that run at once need their own CCL_COMM_ID (or "
+                          "CCL_COMM_SECRET)");
+out:
+    return res;
+}
+
 static ccl_result_t bs_register(bs_t *bs, const bs_id_t *bid, const bs_peer_t *me, uint64_t deadline)
 {
     ccl_result_t res = CCL_SUCCESS;
@@ -89,6 +140,7 @@ static ccl_result_t bs_register(bs_t *bs, const bs_id_t *bid, const bs_peer_t *m
     h.rank = bs->rank;
     h.nranks = bs->nranks;
     h.info = *me;
+    snprintf(h.job, sizeof h.job, "%s", bs_job_name());
     res = sock_connect(&bid->root, deadline, &fd);
     if (res != CCL_SUCCESS) {
         err_prefix("rank %d: bootstrap root at %s unreachable: ", bs->rank,
@@ -105,6 +157,10 @@ static ccl_result_t bs_register(bs_t *bs, const bs_id_t *bid, const bs_peer_t *m
     char from[128];
     snprintf(from, sizeof from, "rank %d: bootstrap root at %s", bs->rank,
              sock_addr_str(&bid->root, abuf, sizeof abuf));
+    if (hdr.magic == BS_REFUSE_MAGIC) {
+        res = bs_refused(&h, fd, &hdr, from, deadline);
+        goto out;
+    }
     CCL_TRY(bs_table_hdr_parse(&hdr, sizeof hdr, bs->nranks, from, &hdr));
     size_t len = (size_t)bs->nranks * sizeof *bs->peers;
     table = malloc(len);
@@ -173,7 +229,12 @@ ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, 
         CCL_FAIL(CCL_ERR_SYSTEM, "out of memory for %d peers", nranks);
     if (bid.root_in_rank0 && rank == 0) {
         sock_addr_t bound;
-        CCL_TRY(bs_root_start(&bid.root, bid.secret, &bound));
+        res = bs_root_start(&bid.root, bid.secret, &bound);
+        if (res != CCL_SUCCESS) {
+            err_prefix("rank 0: cannot run the bootstrap root at CCL_COMM_ID %s (a root of another job may hold "
+                       "it; jobs that run at once need their own CCL_COMM_ID): ", param_str(PARAM_COMM_ID));
+            goto out;
+        }
     }
 
     bs_peer_t self = *me;
@@ -194,6 +255,7 @@ ccl_result_t bs_init(bs_t *bs, const ccl_unique_id_t *id, int rank, int nranks, 
         h.rank = rank;
         h.nranks = nranks;
         h.info = bs->peers[rank]; /* every hello carries a valid entry (bs_hello_parse) */
+        snprintf(h.job, sizeof h.job, "%s", bs_job_name());
         /* Connect first: the kernel completes it from the listen backlog
          * even before the neighbour calls accept, so no ordering deadlock. */
         res = sock_connect(&bs->peers[next].addr, deadline, &bs->next_fd);

@@ -7,10 +7,15 @@
  * Connections come through an acceptor (accept.h): one that does not prove
  * the secret, sends a malformed, short or oversized frame, says nothing, or
  * claims a rank that is already registered is logged and dropped, and the
- * root keeps serving the real ranks meanwhile.
+ * root keeps serving the real ranks meanwhile. A hello with another secret
+ * (a rank of another job that shares CCL_COMM_ID, job.h) is answered with
+ * a refusal naming this root's job, so that rank fails at once and says
+ * whose root it reached; the root never serves another job, before or
+ * after its own ranks (it exits once they have their table).
  */
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/accept.h"
+#include "bootstrap/job.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/param.h"
@@ -19,8 +24,10 @@
 #include <poll.h>
 #include <stdatomic.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 typedef struct {
@@ -119,6 +126,32 @@ static ccl_result_t root_register(root_state_t *st, const bs_hello_t *h, int fd)
     return CCL_SUCCESS;
 }
 
+/* The acceptor's refuse hook: a well-formed hello with another secret is
+ * a rank of another job or unique id; tell it whose root this is. */
+static void root_refuse(int fd, const void *frame, size_t len, const char *from, void *arg)
+{
+    root_args_t *args = arg;
+    bs_hello_t h;
+    if (bs_hello_claim_parse(frame, len, from, &h) != CCL_SUCCESS)
+        return;
+    bs_refusal_t r;
+    memset(&r, 0, sizeof r);
+    r.magic = BS_REFUSE_MAGIC;
+    r.nranks = args->st.nranks;
+    r.pid = (int32_t)getpid();
+    r.same_job = strcmp(h.job, bs_job_name()) == 0;
+    if (gethostname(r.host, sizeof r.host - 1) != 0)
+        snprintf(r.host, sizeof r.host, "?");
+    snprintf(r.job, sizeof r.job, "%s", bs_job_name());
+    /* 200-odd bytes into an empty socket buffer: never blocks. */
+    ssize_t n = send(fd, &r, sizeof r, MSG_DONTWAIT | MSG_NOSIGNAL);
+    LOG_WARN(SUB_BOOTSTRAP, "bootstrap root (%s, %d ranks): refused rank %d of %d (pid %d on %s, %s)%s: %s",
+             r.job[0] ? r.job : "no launcher job name", r.nranks, h.rank, h.nranks, h.info.pid, h.info.hostname,
+             h.job[0] ? h.job : "no launcher job name", n == (ssize_t)sizeof r ? "" : " (the refusal did not go out)",
+             r.same_job ? "the same job name, but another CCL_COMM_SECRET or unique id"
+                        : "a rank of another job that shares this address");
+}
+
 static void *root_main(void *arg)
 {
     root_args_t *args = arg;
@@ -128,6 +161,7 @@ static void *root_main(void *arg)
     log_set_rank(-1);
     if (bs_acceptor_open(args->lfd, args->secret, sizeof(bs_hello_t), 1, "bootstrap root", &args->acc) != CCL_SUCCESS)
         goto out;
+    bs_acceptor_set_refuse(args->acc, root_refuse, args);
     for (;;) {
         while (st->nranks < 0 || st->registered < st->nranks) {
             int fd = -1;

@@ -74,13 +74,11 @@ ccl_result_t bs_peer_check(const bs_peer_t *p, int rank, const char *from)
     return CCL_SUCCESS;
 }
 
-ccl_result_t bs_hello_parse(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES], const char *from,
-                            bs_hello_t *out)
+/* Everything of a hello but its secret. */
+static ccl_result_t bs_hello_fields(const void *buf, size_t len, const char *from, bs_hello_t *out)
 {
     bs_hello_t h;
-    ccl_result_t res = bs_auth_check(buf, len, secret, from);
-    if (res != CCL_SUCCESS)
-        return res;
+    ccl_result_t res;
     if (len != sizeof h)
         return err_set(CCL_ERR_REMOTE, "%s: a hello is %zu bytes, this frame %zu", from, sizeof h, len);
     memcpy(&h, buf, sizeof h);
@@ -91,7 +89,58 @@ ccl_result_t bs_hello_parse(const void *buf, size_t len, const uint8_t secret[BS
     res = bs_peer_check(&h.info, h.rank, from);
     if (res != CCL_SUCCESS)
         return res;
+    if (!memchr(h.job, '\0', sizeof h.job))
+        return err_set(CCL_ERR_REMOTE, "%s: the job name of rank %d is not terminated", from, h.rank);
     *out = h;
+    return CCL_SUCCESS;
+}
+
+ccl_result_t bs_hello_parse(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES], const char *from,
+                            bs_hello_t *out)
+{
+    ccl_result_t res = bs_auth_check(buf, len, secret, from);
+    if (res != CCL_SUCCESS)
+        return res;
+    return bs_hello_fields(buf, len, from, out);
+}
+
+ccl_result_t bs_hello_claim_parse(const void *buf, size_t len, const char *from, bs_hello_t *out)
+{
+    bs_auth_t a;
+    if (len < sizeof a)
+        return err_set(CCL_ERR_REMOTE, "%s: truncated frame (%zu bytes)", from, len);
+    memcpy(&a, buf, sizeof a);
+    if (a.magic != BS_MAGIC || a.version != BS_VERSION)
+        return err_set(CCL_ERR_REMOTE, "%s: not a hello of this ccl (magic 0x%08x, version %u)", from, a.magic,
+                       a.version);
+    return bs_hello_fields(buf, len, from, out);
+}
+
+/* A peer's string, for a message: terminated within n, printable. */
+static int bs_text_clean(char *s, size_t n)
+{
+    if (!memchr(s, '\0', n))
+        return 0;
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = '?';
+    return 1;
+}
+
+ccl_result_t bs_refusal_parse(const void *buf, size_t len, const char *from, bs_refusal_t *out)
+{
+    bs_refusal_t r;
+    if (len != sizeof r)
+        return err_set(CCL_ERR_REMOTE, "%s: a refusal is %zu bytes, this one %zu", from, sizeof r, len);
+    memcpy(&r, buf, sizeof r);
+    if (r.magic != BS_REFUSE_MAGIC)
+        return err_set(CCL_ERR_REMOTE, "%s: not a refusal (magic 0x%08x)", from, r.magic);
+    if (r.nranks < -1 || r.nranks == 0 || r.nranks > BS_MAX_RANKS || (r.same_job != 0 && r.same_job != 1))
+        return err_set(CCL_ERR_REMOTE, "%s: malformed refusal (nranks %d, same_job %d)", from, r.nranks,
+                       r.same_job);
+    if (!bs_text_clean(r.host, sizeof r.host) || !bs_text_clean(r.job, sizeof r.job))
+        return err_set(CCL_ERR_REMOTE, "%s: malformed refusal (a string is not terminated)", from);
+    *out = r;
     return CCL_SUCCESS;
 }
 

@@ -21,12 +21,14 @@
 #include <stdint.h>
 
 #define BS_MAGIC 0x63636c62u /* "cclb" */
-#define BS_VERSION 1
+#define BS_VERSION 2 /* 2: hellos carry the job name; roots refuse other jobs with bs_refusal_t */
 /* Upper bound on ranks a root accepts: bounds every allocation a frame can
  * ask for. */
 #define BS_MAX_RANKS (1 << 20)
 #define BS_SECRET_BYTES 32
 #define BS_HOSTNAME_MAX 64
+/* Longest launcher job name a hello carries (job.h), terminated. */
+#define BS_JOB_MAX 96
 
 /* What every rank learns about every other rank (bs_t's table, which
  * bootstrap.h gives to the layers above). Fixed layout: it travels. */
@@ -57,6 +59,7 @@ typedef struct {
     int32_t rank;
     int32_t nranks;
     bs_peer_t info;
+    char job[BS_JOB_MAX]; /* the sender's launcher job name (bs_job_name), for the refusal's message */
 } bs_hello_t;
 
 /* root -> rank, followed by nranks bs_peer_t. */
@@ -64,6 +67,21 @@ typedef struct {
     uint32_t magic;
     int32_t nranks;
 } bs_table_hdr_t;
+
+/* root -> a rank that did not prove the root's secret, instead of the
+ * table, then the root closes: the rank fails at once with a message that
+ * names both sides, rather than waiting out its timeout. Starts like
+ * bs_table_hdr_t. */
+#define BS_REFUSE_MAGIC 0x66657262u /* "bref" */
+typedef struct {
+    uint32_t magic;
+    int32_t nranks;   /* the root's world size; -1 while no rank of its own has come */
+    int32_t pid;      /* of the process that runs the root */
+    int32_t same_job; /* 1: the hello named the root's own job (so another secret or unique id) */
+    char host[BS_HOSTNAME_MAX];
+    char job[BS_JOB_MAX];
+} bs_refusal_t;
+_Static_assert(offsetof(bs_refusal_t, nranks) == offsetof(bs_table_hdr_t, nranks), "bs_refusal_t starts like bs_table_hdr_t");
 
 /* The first bytes of every frame sent to the root or to a rank's listener
  * (bs_hello_t starts with them): what an acceptor checks, in constant time
@@ -130,6 +148,15 @@ ccl_result_t bs_auth_check(const void *buf, size_t len, const uint8_t secret[BS_
  * and a peer entry that bs_peer_check accepts. */
 ccl_result_t bs_hello_parse(const void *buf, size_t len, const uint8_t secret[BS_SECRET_BYTES],
                             const char *from, bs_hello_t *out);
+/* A hello that failed bs_auth_check on its secret alone, read for the
+ * refusal: magic, version, length and every field as bs_hello_parse checks
+ * them, but not the secret. It claims a place; nothing it says is trusted
+ * beyond the message it goes into. */
+ccl_result_t bs_hello_claim_parse(const void *buf, size_t len, const char *from, bs_hello_t *out);
+/* A refusal, after its first sizeof(bs_table_hdr_t) bytes told it apart
+ * from a table: exact length, magic, nranks -1..BS_MAX_RANKS, strings
+ * terminated (and made printable). */
+ccl_result_t bs_refusal_parse(const void *buf, size_t len, const char *from, bs_refusal_t *out);
 /* One entry of the rank table: an IPv4 or IPv6 address with a port, the
  * expected rank, a NUL-terminated hostname. */
 ccl_result_t bs_peer_check(const bs_peer_t *p, int rank, const char *from);

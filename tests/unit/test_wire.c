@@ -173,6 +173,61 @@ static void test_hello_parse(void **state)
     assert_true(contains(err_message(), "this frame"));
 }
 
+/* A hello with another secret is still read for the refusal, with every
+ * other check in place; the refusal the rank gets back is checked too. */
+static void test_claim_and_refusal_parse(void **state)
+{
+    (void)state;
+    bs_hello_t h = hello(1, 2), out, bad;
+    snprintf(h.job, sizeof h.job, "Slurm job 12 step 0");
+    h.secret[0] ^= 1;
+    assert_int_equal(bs_hello_parse(&h, sizeof h, test_secret(), "src", &out), CCL_ERR_REMOTE);
+    assert_int_equal(bs_hello_claim_parse(&h, sizeof h, "src", &out), CCL_SUCCESS);
+    assert_string_equal(out.job, "Slurm job 12 step 0");
+    bad = h;
+    memset(bad.job, 'j', sizeof bad.job);
+    assert_int_equal(bs_hello_claim_parse(&bad, sizeof bad, "src", &out), CCL_ERR_REMOTE);
+    assert_true(contains(err_message(), "job name of rank 1 is not terminated"));
+    bad = h;
+    bad.rank = 2;
+    assert_int_equal(bs_hello_claim_parse(&bad, sizeof bad, "src", &out), CCL_ERR_REMOTE);
+    bad = h;
+    bad.version = 1; /* an older ccl: not refused by name */
+    assert_int_equal(bs_hello_claim_parse(&bad, sizeof bad, "src", &out), CCL_ERR_REMOTE);
+    assert_true(contains(err_message(), "not a hello of this ccl"));
+    assert_int_equal(bs_hello_claim_parse(&h, sizeof h - 1, "src", &out), CCL_ERR_REMOTE);
+
+    bs_refusal_t r, rout, rbad;
+    memset(&r, 0, sizeof r);
+    r.magic = BS_REFUSE_MAGIC;
+    r.nranks = 2;
+    r.pid = 42;
+    snprintf(r.host, sizeof r.host, "node\001a");
+    snprintf(r.job, sizeof r.job, "PMIx namespace 7");
+    assert_int_equal(bs_refusal_parse(&r, sizeof r, "src", &rout), CCL_SUCCESS);
+    assert_string_equal(rout.host, "node?a"); /* printable only: it goes into a message */
+    r.nranks = -1;
+    assert_int_equal(bs_refusal_parse(&r, sizeof r, "src", &rout), CCL_SUCCESS);
+    int bad_nranks[] = {0, -2, BS_MAX_RANKS + 1};
+    for (int k = 0; k < 3; k++) {
+        rbad = r;
+        rbad.nranks = bad_nranks[k];
+        assert_int_equal(bs_refusal_parse(&rbad, sizeof rbad, "src", &rout), CCL_ERR_REMOTE);
+        assert_true(contains(err_message(), "malformed refusal"));
+    }
+    rbad = r;
+    rbad.same_job = 2;
+    assert_int_equal(bs_refusal_parse(&rbad, sizeof rbad, "src", &rout), CCL_ERR_REMOTE);
+    rbad = r;
+    memset(rbad.job, 'x', sizeof rbad.job);
+    assert_int_equal(bs_refusal_parse(&rbad, sizeof rbad, "src", &rout), CCL_ERR_REMOTE);
+    assert_true(contains(err_message(), "not terminated"));
+    rbad = r;
+    rbad.magic = BS_MAGIC;
+    assert_int_equal(bs_refusal_parse(&rbad, sizeof rbad, "src", &rout), CCL_ERR_REMOTE);
+    assert_int_equal(bs_refusal_parse(&r, sizeof r - 1, "src", &rout), CCL_ERR_REMOTE);
+}
+
 static void test_table_parse(void **state)
 {
     (void)state;
@@ -496,6 +551,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_id_parse),
         cmocka_unit_test(test_hello_parse),
+        cmocka_unit_test(test_claim_and_refusal_parse),
         cmocka_unit_test(test_table_parse),
         cmocka_unit_test(test_ring_hdr_parse),
         cmocka_unit_test(test_rejoin_parse),
