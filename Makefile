@@ -314,8 +314,8 @@ $(NET_PLUGINS): tests/plugins/net_example.c include/ccl_net.h include/ccl.h
 # same sources plus the ground floor they use (src/base, bootstrap/socket.c),
 # exporting only ccl_net_plugin_v2 (the version script hides the rest);
 # CCL_NET_PLUGIN=<path> loads it.
-NET_SOCKET_SO_SRC := src/transport/net_socket.c src/transport/net_socket_conn.c src/transport/net_socket_io.c src/bootstrap/socket.c \
-                     src/base/err.c src/base/log.c src/base/param.c src/base/wait.c
+NET_SOCKET_SO_SRC := src/transport/net_socket.c src/transport/net_socket_conn.c src/transport/net_socket_io.c src/transport/net_socket_io_crc.c src/bootstrap/socket.c \
+                     src/base/crc32c.c src/base/err.c src/base/log.c src/base/param.c src/base/wait.c
 tests: $(NET_PLUGIN_DIR)/libccl-net-socket.so
 $(NET_PLUGIN_DIR)/libccl-net-socket.so: $(NET_SOCKET_SO_SRC) $(wildcard src/base/*.h src/base/*.def src/transport/net_socket*.h) \
                                         src/bootstrap/socket.h include/ccl_net.h include/ccl.h $(FLAGS_STAMP)
@@ -362,7 +362,7 @@ FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/bin/%)
 # The parsers live in these layers; the rest of the library is not needed
 # (an undefined symbol at link time means a parser grew a new dependency).
 FUZZ_LIB_SRC := $(sort $(wildcard src/bootstrap/*.c src/transport/*.c)) \
-                $(addprefix src/base/,err.c log.c param.c wait.c)
+                $(addprefix src/base/,crc32c.c err.c log.c param.c wait.c)
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := $(filter-out -O3 -fsanitize=% $(LTO_FLAGS),$(CFLAGS)) -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link

@@ -81,7 +81,7 @@ typedef enum {
     CCL_ERR_INPLACE_LAYOUT = 17,  /* buffers overlap in a way the in-place rules forbid */
     CCL_ERR_MISMATCH = 18,        /* ranks called different collectives/arguments */
     CCL_ERR_GROUP = 19,           /* a call that cannot be part of a group (or no group open) */
-    CCL_ERR_CORRUPT = 20,         /* ranks' results differ where they must be equal (CCL_VERIFY) */
+    CCL_ERR_CORRUPT = 20,         /* ranks' results differ (CCL_VERIFY), or data changed in flight (CCL_CHECKSUM) */
     CCL_NUM_RESULTS
 } ccl_result_t;
 

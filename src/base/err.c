@@ -31,7 +31,7 @@ static const char *const err_strings[CCL_NUM_RESULTS] = {
     [CCL_ERR_INPLACE_LAYOUT] = "buffers overlap in a way the in-place rules forbid",
     [CCL_ERR_MISMATCH] = "ranks called different collectives or arguments",
     [CCL_ERR_GROUP] = "a call that cannot be part of this group, or a group call out of order",
-    [CCL_ERR_CORRUPT] = "data corruption: ranks' results differ where they must be equal",
+    [CCL_ERR_CORRUPT] = "data corruption: ranks' results differ where they must be equal, or data changed in flight",
 };
 
 CCL_API const char *ccl_get_error_string(ccl_result_t result)
@@ -96,4 +96,9 @@ int err_expected(int on)
     int was = err_is_expected;
     err_is_expected = on;
     return was;
+}
+
+ccl_result_t err_remote_code(const char *why)
+{
+    return why && strstr(why, ERR_CORRUPT_MARK) ? CCL_ERR_CORRUPT : CCL_ERR_REMOTE;
 }

@@ -30,6 +30,15 @@ void err_clear(void);
  * Returns the previous setting. */
 int err_expected(int on);
 
+/* Data changed between two ranks (a net checksum that does not match) is
+ * CCL_ERR_CORRUPT on every rank, but most ranks learn of it as text: a
+ * peer's notice, a local peer's poison reason. The failure's message says
+ * this phrase, and err_remote_code finds it there. */
+#define ERR_CORRUPT_MARK "was corrupted in flight"
+/* CCL_ERR_CORRUPT when why tells of data corrupted in flight, else
+ * CCL_ERR_REMOTE: the code of a failure that came from elsewhere. */
+ccl_result_t err_remote_code(const char *why);
+
 #define CCL_TRY(call)                                                              \
     do {                                                                           \
         res = (call);                                                              \

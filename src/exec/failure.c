@@ -94,16 +94,17 @@ ccl_result_t exec_local_failure(struct ccl_comm *comm, int first, int last, int 
          * first and closed their connections): that rank is the cause. */
         int q = exec_dead_local(comm, 0, comm->nranks - 1, 0);
         if (q >= 0)
-            return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited; then the network failed: %s", q,
+            return err_set(err_remote_code(net_error(comm->mesh.net)),
+                           "rank %d (pid %d on %s) exited; then the network failed: %s", q,
                            (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, net_error(comm->mesh.net));
-        return err_set(CCL_ERR_REMOTE, "%s", net_error(comm->mesh.net));
+        return err_set(err_remote_code(net_error(comm->mesh.net)), "%s", net_error(comm->mesh.net));
     }
     /* The dead first (see exec_dead_local): a rank that poisons, then
      * exits, between the two looks is found by its reason. */
     int q = exec_dead_local(comm, first, last, closed_ok);
     char why[1024];
     if (exec_local_poison(comm, why, sizeof why))
-        return err_set(CCL_ERR_REMOTE, "%s", why);
+        return err_set(err_remote_code(why), "%s", why);
     if (q >= 0)
         return err_set(CCL_ERR_REMOTE, "rank %d (pid %d on %s) exited while we waited to %s", q,
                        (int)comm->bs.peers[q].pid, comm->bs.peers[q].hostname, what);

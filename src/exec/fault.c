@@ -15,9 +15,18 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef enum { FAULT_KILL, FAULT_DELAY, FAULT_DROP, FAULT_CORRUPT, FAULT_STALL, FAULT_FAIL, FAULT_KINDS } fault_kind_t;
+typedef enum {
+    FAULT_KILL,
+    FAULT_DELAY,
+    FAULT_DROP,
+    FAULT_CORRUPT,
+    FAULT_STALL,
+    FAULT_FAIL,
+    FAULT_CORRUPT_WIRE,
+    FAULT_KINDS
+} fault_kind_t;
 
-static const char *const fault_names[] = {"kill", "delay", "drop", "corrupt", "stall", "fail"};
+static const char *const fault_names[] = {"kill", "delay", "drop", "corrupt", "stall", "fail", "corrupt_wire"};
 
 typedef struct {
     fault_kind_t kind;
@@ -46,7 +55,7 @@ static int fault_parse_one(char *text, fault_t *f)
             break;
     if (k == FAULT_KINDS) {
         snprintf(fault_parse_err, sizeof fault_parse_err,
-                 "unknown action '%s' (kill, delay, drop, corrupt, stall, fail)", tok ? tok : "");
+                 "unknown action '%s' (kill, delay, drop, corrupt, stall, fail, corrupt_wire)", tok ? tok : "");
         return -1;
     }
     *f = (fault_t){.kind = (fault_kind_t)k, .rank = -1, .op = k == FAULT_DELAY ? 0 : 1, .ms = 0};
@@ -219,6 +228,12 @@ void fault_before_call(const void *comm, int rank, net_t *net, uint64_t seq)
                 net_fault_drop(net);
             else
                 LOG_WARN(SUB_ALL, "CCL_FAULT: drop has no network connection to drop on a single-host communicator");
+            break;
+        case FAULT_CORRUPT_WIRE:
+            if (net)
+                net_fault_corrupt_wire(net);
+            else
+                LOG_WARN(SUB_ALL, "CCL_FAULT: corrupt_wire has no network connection on a single-host communicator");
             break;
         case FAULT_STALL:
             if (net)

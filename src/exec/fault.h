@@ -16,6 +16,9 @@
  *   delay:rank=R[:op=N]:ms=M   sleep M ms before call N (every call if op=0)
  *   drop:rank=R:op=N           at call N, rank R drops its network connections
  *   corrupt:rank=R:op=N        flip one byte of rank R's result of call N
+ *   corrupt_wire:rank=R:op=N   in call N, the next net message piece rank R
+ *                              sends goes out with one byte changed after its
+ *                              checksum was taken (built-in socket transport)
  *   stall:rank=R:op=N[:ms=M]   rank R's net progress stops for M ms (the proxy and callers that drive it)
  *                              (0: until the communicator ends)
  *

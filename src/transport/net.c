@@ -48,6 +48,7 @@
 #include "base/param.h"
 #include "transport/net_bell.h"
 #include "transport/net_setup.h"
+#include "transport/net_socket_io.h"
 #include "transport/net_state.h"
 
 #include <ctype.h>
@@ -103,8 +104,19 @@ static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const ch
     c->broken = 1;
     if (net->pending_since || atomic_load(&net->failed))
         return;
-    snprintf(net->pending, sizeof net->pending, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
-             net_peer_host(net, c->peer), err_message());
+    if (code == CCL_ERR_CORRUPT) {
+        /* Name the link: which ranks, hosts, transport and device. */
+        const ccl_net_v2_t *fn = net_fns(net);
+        ccl_net_props_t props = {0};
+        if (fn->get_properties(0, &props) != CCL_SUCCESS || !props.name)
+            props.name = "?";
+        snprintf(net->pending, sizeof net->pending,
+                 "rank %d (%s): data from rank %d (%s) on the link %d->%d (net/%s, device 0 %s): %s", net->rank,
+                 net_peer_host(net, net->rank), c->peer, net_peer_host(net, c->peer), c->peer, net->rank, fn->name,
+                 props.name, err_message());
+    } else
+        snprintf(net->pending, sizeof net->pending, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
+                 net_peer_host(net, c->peer), err_message());
     net->pending_since = clock_now_ns();
     LOG_INFO(SUB_NET, "net: %s (waiting briefly for a notice that says why)", net->pending);
 }
@@ -682,6 +694,16 @@ void net_fault_drop(net_t *net)
 void net_fault_stall(net_t *net, int64_t ms)
 {
     atomic_store(&net->stall_until, ms > 0 ? clock_now_ns() + (uint64_t)ms * 1000000ull : UINT64_MAX);
+}
+
+void net_fault_corrupt_wire(net_t *net)
+{
+    /* Only the built-in plugin can be reached past the ABI. */
+    if (!net->plugin->dl && strcmp(net_fns(net)->name, "socket") == 0)
+        net_sock_io_fault_corrupt();
+    else
+        LOG_WARN(SUB_ALL, "CCL_FAULT: corrupt_wire works on the built-in socket transport only, not on %s",
+                 net_fns(net)->name);
 }
 
 void net_destroy(net_t *net)

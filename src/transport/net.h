@@ -67,6 +67,9 @@ void net_poison(net_t *net, const char *why);
  * stop the proxy thread for ms milliseconds (0: until net_destroy). */
 void net_fault_drop(net_t *net);
 void net_fault_stall(net_t *net, int64_t ms);
+/* CCL_FAULT corrupt_wire: the next message piece this process sends over
+ * the built-in socket transport has a byte changed on the wire. */
+void net_fault_corrupt_wire(net_t *net);
 /* Lets queued sends leave, says goodbye to each peer, stops the proxy and
  * closes the connections. NULL is allowed. */
 void net_destroy(net_t *net);

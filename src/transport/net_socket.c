@@ -73,6 +73,7 @@ typedef struct net_sock_pending {
     struct net_sock_pending *next;
     int nsocks;     /* data sockets and the keepalive socket (the last) */
     int nthreads;
+    int checksum;   /* CCL_CHECKSUM: this connection's messages carry CRC-32C trailers */
     int fds[NET_SOCK_MAX_SOCKS];
     int connected[NET_SOCK_MAX_SOCKS];
     size_t hello_sent[NET_SOCK_MAX_SOCKS];
@@ -96,6 +97,7 @@ typedef struct {
     uint64_t conn_id; /* 0: free */
     int rank;
     int nsocks;
+    uint32_t flags;
     int have;
     int fds[NET_SOCK_MAX_SOCKS];
     sock_addr_t addr;
@@ -377,6 +379,7 @@ static ccl_result_t net_sock_pending_start(const net_sock_handle_t *h, int rank,
         return err_set(CCL_ERR_SYSTEM, "net/socket: out of memory");
     net_sock_layout(&p->nsocks, &p->nthreads);
     p->nsocks++; /* the keepalive socket */
+    p->checksum = param_int(PARAM_CHECKSUM) != 0;
     p->addr = h->addr;
     p->deadline = net_sock_deadline();
     net_sock_describe(p->peer, sizeof p->peer, h->rank, &h->addr);
@@ -393,6 +396,7 @@ static ccl_result_t net_sock_pending_start(const net_sock_handle_t *h, int rank,
             .rank = rank,
             .nsocks = (uint16_t)p->nsocks,
             .index = (uint16_t)i,
+            .flags = p->checksum ? NET_SOCK_HELLO_CHECKSUM : 0,
         };
         res = sock_connect_start(&p->addr, &p->fds[i]);
         if (res != CCL_SUCCESS) {
@@ -480,7 +484,7 @@ static ccl_result_t net_sock_connect(int dev, int rank, void *handle, void **sen
         h->stage = 0;
         h->pending = NULL;
         /* The comm takes the sockets, also when it fails. */
-        res = net_sock_conn_create(p->fds, p->nsocks, p->nthreads, net_sock_silence_s(), p->peer, &k);
+        res = net_sock_conn_create(p->fds, p->nsocks, p->nthreads, net_sock_silence_s(), p->checksum, p->peer, &k);
         net_sock_pending_free(p, 0);
         if (res != CCL_SUCCESS)
             goto out;
@@ -516,6 +520,8 @@ const char *net_sock_hello_parse(const void *buf, size_t len, uint64_t listen_id
         return "no connection id";
     if (m.rank < -1)
         return "a negative rank";
+    if (m.flags & ~NET_SOCK_HELLO_CHECKSUM)
+        return "unknown flags";
     *out = m;
     return NULL;
 }
@@ -537,11 +543,11 @@ static const char *net_sock_group_add(net_sock_listen_t *l, net_sock_incoming_t 
             return "too many connections being set up at once";
         g = free_g;
         *g = (net_sock_group_t){.conn_id = m->conn_id, .rank = m->rank, .nsocks = m->nsocks,
-                                .addr = in->addr, .deadline = in->deadline};
+                                .flags = m->flags, .addr = in->addr, .deadline = in->deadline};
         for (int i = 0; i < NET_SOCK_MAX_SOCKS; i++)
             g->fds[i] = -1;
     }
-    if (g->nsocks != m->nsocks || g->rank != m->rank || g->fds[m->index] >= 0)
+    if (g->nsocks != m->nsocks || g->rank != m->rank || g->flags != m->flags || g->fds[m->index] >= 0)
         return "inconsistent with the other sockets of its connection";
     g->fds[m->index] = in->fd;
     g->have++;
@@ -626,7 +632,9 @@ static ccl_result_t net_sock_accept(void *listen_comm, void **recv_comm)
             net_sock_layout(&nsocks, &nthreads);
             net_sock_conn_t *k = NULL;
             g->conn_id = 0; /* the comm takes the sockets, also when it fails */
-            CCL_TRY(net_sock_conn_create(g->fds, g->nsocks, nthreads, net_sock_silence_s(), peer, &k));
+            /* The connector's CCL_CHECKSUM holds for the connection. */
+            CCL_TRY(net_sock_conn_create(g->fds, g->nsocks, nthreads, net_sock_silence_s(),
+                                         (g->flags & NET_SOCK_HELLO_CHECKSUM) != 0, peer, &k));
             *recv_comm = k;
             break;
         }

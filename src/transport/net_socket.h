@@ -22,7 +22,10 @@
 
 #define NET_SOCK_HANDLE_MAGIC 0x6b73636eu /* "ncsk" */
 #define NET_SOCK_HELLO_MAGIC 0x6f6c6568u  /* "helo" */
-#define NET_SOCK_WIRE_VERSION 2 /* 2: the last socket of a connection is its keepalive socket */
+#define NET_SOCK_WIRE_VERSION 3 /* 2: the last socket of a connection is its keepalive socket; 3: hello flags */
+/* net_sock_hello_t.flags: every piece of every message carries a CRC-32C
+ * trailer (net_socket_io.h), in both directions; the connector decides. */
+#define NET_SOCK_HELLO_CHECKSUM 0x1u
 
 /* What listen() writes into the opaque handle. The first part is for the
  * peer; connect() keeps its progress in the rest (its own process only). */
@@ -51,6 +54,8 @@ typedef struct {
     int32_t rank;        /* the connector's rank, -1 when not given */
     uint16_t nsocks;     /* 2..NET_SOCK_MAX_SOCKS (net_socket_io.h) */
     uint16_t index;      /* this socket's place, < nsocks */
+    uint32_t flags;      /* NET_SOCK_HELLO_*, the same on every socket of the connection */
+    uint32_t reserved;
 } net_sock_hello_t;
 
 /* ---- parsers: what a peer sends, checked before use (fuzzed in tests/fuzz/) */

@@ -46,8 +46,8 @@ static void net_sock_conn_destroy(net_sock_conn_t *k)
     free(k);
 }
 
-ccl_result_t net_sock_conn_create(const int *fds, int nsocks, int nthreads, int silence_s, const char *peer,
-                                  net_sock_conn_t **out)
+ccl_result_t net_sock_conn_create(const int *fds, int nsocks, int nthreads, int silence_s, int checksum,
+                                  const char *peer, net_sock_conn_t **out)
 {
     ccl_result_t res = CCL_SUCCESS;
     int ndata = nsocks - 1, dups[NET_SOCK_MAX_SOCKS];
@@ -68,13 +68,13 @@ ccl_result_t net_sock_conn_create(const int *fds, int nsocks, int nthreads, int 
                  k ? strerror(e) : "out of memory");
     }
     k->magic = NET_SOCK_CONN_MAGIC;
-    res = net_sock_comm_create(0, fds, ndata, fds[ndata], nthreads, silence_s, peer, &k->recv);
+    res = net_sock_comm_create(0, fds, ndata, fds[ndata], nthreads, silence_s, checksum, peer, &k->recv);
     if (res != CCL_SUCCESS) {
         for (int j = 0; j < ndata; j++)
             close(dups[j]);
         goto out;
     }
-    CCL_TRY(net_sock_comm_create(1, dups, ndata, -1, nthreads, silence_s, peer, &k->send));
+    CCL_TRY(net_sock_comm_create(1, dups, ndata, -1, nthreads, silence_s, checksum, peer, &k->send));
     *out = k;
     k = NULL;
 out:

@@ -21,10 +21,11 @@ typedef struct net_sock_conn net_sock_conn_t;
 
 /* A connection over fds[0..nsocks): nsocks - 1 data sockets, then the
  * keepalive socket. Takes the descriptors, also when it fails. nthreads
- * helper threads per direction, silence_s the keepalive limit and peer
+ * helper threads per direction, silence_s the keepalive limit, checksum
+ * whether messages carry CRC-32C trailers (both directions), and peer
  * the other end, for messages (net_sock_comm_create). */
-ccl_result_t net_sock_conn_create(const int *fds, int nsocks, int nthreads, int silence_s, const char *peer,
-                                  net_sock_conn_t **out);
+ccl_result_t net_sock_conn_create(const int *fds, int nsocks, int nthreads, int silence_s, int checksum,
+                                  const char *peer, net_sock_conn_t **out);
 
 /* Who a comm of this plugin says it talks to in its messages ("rank 3 at
  * 10.0.0.2:41000"); "" for anything else. */

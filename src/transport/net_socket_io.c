@@ -13,8 +13,11 @@
  * in the comm, and the caller's next test() or post returns it.
  */
 #include "transport/net_socket_io.h"
+#include "transport/net_socket_io_crc.h"
+#include "transport/net_socket_io_types.h"
 #include "base/err.h"
 #include "base/clock.h"
+#include "base/crc32c.h"
 #include "base/log.h"
 #include "bootstrap/socket.h"
 
@@ -32,104 +35,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-/* How one step on a socket ended. */
-enum {
-    NET_IO_IDLE,   /* nothing posted for this socket */
-    NET_IO_WANT,   /* blocked: the kernel buffer is full (send) or empty (recv) */
-    NET_IO_MORE,   /* can go on at once: gave the other sockets a turn */
-    NET_IO_FAILED  /* the comm failed (message recorded) */
-};
-/* send/recv calls one step may make on a socket before the next socket of
- * the same thread gets a turn; stripes then advance side by side. */
-#define NET_IO_CALLS_PER_STEP 4
-/* A helper that sleeps looks again after this long even if nothing woke it:
- * a safety net, not the mechanism. */
-#define NET_IO_SLEEP_MS 1000
-/* How often the keepalive socket is looked at by a caller that moves the
- * data itself (a helper thread polls it instead). */
-#define NET_IO_WATCH_NS (100 * 1000000ull)
-/* Stripes are whole pages, which keeps the kernel's copies aligned. */
-#define NET_IO_STRIPE_ALIGN 4096
-/* Receive sockets read ahead into a buffer of this size: a small message's
- * header and data, sent in one sendmsg, arrive in one recv instead of two.
- * What is left of a piece at least this big is read straight into place. */
-#define NET_IO_STAGE_SIZE (32 * 1024)
-
-struct net_sock_req {
-    net_sock_comm_t *comm;
-    uint64_t seq;
-    char *data;
-    size_t cap;             /* send: size; receive: bytes posted */
-    uint32_t tag;
-    int in_use;             /* caller's: posted, not yet reported done */
-    /* Receive: written by the lead socket's helper before hdr_ready. */
-    size_t size;
-    size_t stripe;
-    int npieces;            /* stripes, or 1 for an empty message (header only) */
-    _Atomic int hdr_ready;  /* sends: at once */
-    _Atomic int pieces_done;
-};
-
-/* One socket; everything but cur belongs to the thread that owns it. */
-typedef struct {
-    int fd;
-    int index;
-    _Atomic uint64_t cur;   /* next message to look at; read by the caller to reuse slots */
-    net_sock_req_t *req;    /* the message of the piece in progress, NULL when none */
-    int piece;
-    net_sock_msg_hdr_t hdr;
-    size_t hdr_left;        /* header bytes still to send or receive */
-    char *ptr;
-    size_t left;
-    int eof;                /* the peer closed it between two messages */
-    /* Receive: bytes read from the socket and not yet consumed,
-     * stage[stage_rd..stage_wr); the stream's next bytes come from here first. */
-    char *stage;
-    size_t stage_rd, stage_wr;
-} net_sock_t;
-
-typedef struct {
-    net_sock_comm_t *comm;
-    int index;
-    int efd;                /* written to wake the thread from poll() */
-    int started;
-    pthread_t tid;
-    _Atomic int sleeping;
-} net_sock_thread_t;
-
-struct net_sock_comm {
-    int is_send;
-    int nsocks;
-    int nthreads;           /* 0: the caller's calls do the I/O */
-    int silence_s;          /* the sockets' keepalive limit, for messages */
-    /* Receive: the connection's keepalive socket (net_socket.c), idle both
-     * ways, so TCP keepalive probes it even while the data sockets have
-     * unacknowledged data (which stops their probes): its error is how a
-     * dead host or a cut link shows. -1 when none; closed with the comm. */
-    int watch_fd;
-    int watch_eof;          /* the peer closed it: nothing more to learn */
-    uint64_t watch_next;    /* caller's: when to look at it next */
-    char peer[128];
-    net_sock_t socks[NET_SOCK_MAX_SOCKS];
-    net_sock_thread_t threads[NET_SOCK_MAX_SOCKS];
-    net_sock_req_t reqs[NET_SOCK_MAX_REQS];
-    uint64_t posted_local;  /* caller's copy of posted */
-    uint64_t completed;     /* caller's: requests below this are done */
-    _Atomic uint64_t posted;
-    /* Bumped by every post and every header read, so a thread about to
-     * sleep can tell whether something changed since it last looked. */
-    _Atomic uint64_t gen;
-    _Atomic int stop;
-    _Atomic int failed;
-    /* The peer closed the connection between messages: messages from this
-     * one on cannot come, earlier ones may still be completing on the
-     * other sockets. UINT64_MAX while open. */
-    _Atomic uint64_t closed_at;
-    pthread_mutex_t fail_lock;
-    ccl_result_t fail_code;
-    char fail_msg[512];
-};
 
 static void net_io_no_activity(void) {}
 /* The plugin's activity callback (ccl_net_callbacks_t.activity). */
@@ -218,6 +123,22 @@ static void net_io_watch(net_sock_comm_t *c, int now)
     }
 }
 
+/* CCL_FAULT corrupt_wire: the next piece with data that this process
+ * sends goes out with one byte changed. */
+static _Atomic int net_io_flip_pending;
+
+void net_sock_io_fault_corrupt(void)
+{
+    atomic_store(&net_io_flip_pending, 1);
+}
+
+/* Whether the piece s is about to send takes the pending fault. */
+static int net_io_take_flip(const net_sock_t *s)
+{
+    return s->left && atomic_load_explicit(&net_io_flip_pending, memory_order_relaxed) &&
+           atomic_exchange(&net_io_flip_pending, 0);
+}
+
 /* Stripe width and count of a message of r->size bytes. */
 static void net_io_layout(net_sock_req_t *r, int nsocks)
 {
@@ -287,6 +208,9 @@ static int net_io_next(net_sock_comm_t *c, net_sock_t *s)
                 s->hdr = (net_sock_msg_hdr_t){NET_SOCK_MSG_MAGIC, r->tag, cur, r->size};
                 s->hdr_left = sizeof s->hdr;
             }
+            net_io_piece_begin(c, s);
+            if (c->is_send && net_io_take_flip(s))
+                net_io_piece_flip(c, s);
             found = 1;
             break;
         }
@@ -360,7 +284,24 @@ static int net_io_header(net_sock_comm_t *c, net_sock_t *s)
     net_io_wake(c);
     s->ptr = r->size ? r->data : NULL;
     s->left = r->size < r->stripe ? r->size : r->stripe;
+    net_io_piece_begin(c, s);
     return 0;
+}
+
+/* Receiver: a piece's trailer is in. Returns 0 when it matches, else -1
+ * (failed with CCL_ERR_CORRUPT). */
+static int net_io_check_trail(net_sock_comm_t *c, net_sock_t *s)
+{
+    net_sock_req_t *r = s->req;
+    if (s->trail == s->crc)
+        return 0;
+    size_t off = (size_t)s->piece * r->stripe;
+    size_t len = r->size ? (r->size - off < r->stripe ? r->size - off : r->stripe) : 0;
+    net_io_fail(c, CCL_ERR_CORRUPT,
+                "net/socket: message %llu from %s " ERR_CORRUPT_MARK ": CRC-32C 0x%08x over its header and the "
+                "%zu bytes of stripe %d (socket %d of %d), 0x%08x sent",
+                (unsigned long long)r->seq, c->peer, s->crc, len, s->piece, s->index, c->nsocks, s->trail);
+    return -1;
 }
 
 static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
@@ -368,16 +309,28 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
     for (int calls = 0; calls < NET_IO_CALLS_PER_STEP; calls++) {
         if (!s->req && !net_io_next(c, s))
             return NET_IO_IDLE;
-        struct iovec iov[2];
-        size_t want = 0;
+        struct iovec iov[4];
+        size_t want = 0, data = s->left;
         int n = 0;
+        if (c->checksum) {
+            net_io_crc_ahead(s);
+            data = (size_t)(s->crc_at - s->ptr);
+        }
         if (s->hdr_left) {
             iov[n++] = (struct iovec){(char *)&s->hdr + sizeof s->hdr - s->hdr_left, s->hdr_left};
             want += s->hdr_left;
         }
-        if (s->left) {
-            iov[n++] = (struct iovec){s->ptr, s->left};
-            want += s->left;
+        if (s->flip_left) {
+            iov[n++] = (struct iovec){&s->flip, 1};
+            want += 1;
+        }
+        if (data) {
+            iov[n++] = (struct iovec){s->ptr, data};
+            want += data;
+        }
+        if (s->trail_left && data == s->left) {
+            iov[n++] = (struct iovec){(char *)&s->trail + sizeof s->trail - s->trail_left, s->trail_left};
+            want += s->trail_left;
         }
         if (n > 0) {
             struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -393,16 +346,24 @@ static int net_io_send_step(net_sock_comm_t *c, net_sock_t *s)
                             net_io_why(c, errno, why, sizeof why));
                 return NET_IO_FAILED;
             }
-            size_t done = (size_t)w;
-            size_t h = done < s->hdr_left ? done : s->hdr_left;
-            s->hdr_left -= h;
-            done -= h;
-            s->ptr += done;
-            s->left -= done;
+            size_t done = (size_t)w, k;
+            k = done < s->hdr_left ? done : s->hdr_left;
+            s->hdr_left -= k;
+            done -= k;
+            k = done < s->flip_left ? done : s->flip_left;
+            s->flip_left -= k;
+            done -= k;
+            k = done < data ? done : data;
+            s->ptr += k;
+            s->left -= k;
+            done -= k;
+            s->trail_left -= done; /* what is left was trailer */
             /* A short write means the socket buffer is full: poll. */
             if ((size_t)w < want)
                 return NET_IO_WANT;
         }
+        if (s->hdr_left || s->flip_left || s->left || s->trail_left)
+            continue; /* the checksum went only part of the way */
         net_io_piece_done(s);
     }
     return NET_IO_MORE;
@@ -462,9 +423,11 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
             return NET_IO_IDLE;
         if (s->eof)
             return NET_IO_IDLE;
-        int in_hdr = s->hdr_left > 0;
-        char *dst = in_hdr ? (char *)&s->hdr + sizeof s->hdr - s->hdr_left : s->ptr;
-        size_t want = in_hdr ? s->hdr_left : s->left;
+        int in_hdr = s->hdr_left > 0, in_trail = !in_hdr && !s->left && s->trail_left;
+        char *dst = in_hdr     ? (char *)&s->hdr + sizeof s->hdr - s->hdr_left
+                    : in_trail ? (char *)&s->trail + sizeof s->trail - s->trail_left
+                               : s->ptr;
+        size_t want = in_hdr ? s->hdr_left : in_trail ? s->trail_left : s->left;
         if (want > 0) {
             int staged;
             ssize_t got = net_io_read(s, dst, want, &staged);
@@ -477,7 +440,7 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
                             "net/socket: connection closed by %s during message %llu (socket %d "
                             "of %d, %zu bytes of its %s still missing)",
                             c->peer, (unsigned long long)s->req->seq, s->index, c->nsocks, want,
-                            in_hdr ? "header" : "data");
+                            in_hdr ? "header" : in_trail ? "checksum" : "data");
                 return NET_IO_FAILED;
             }
             if (got < 0) {
@@ -501,12 +464,22 @@ static int net_io_recv_step(net_sock_comm_t *c, net_sock_t *s)
                     return NET_IO_FAILED;
                 continue; /* now the data of stripe 0 */
             }
-            s->ptr += got;
-            s->left -= (size_t)got;
-            if (s->left && !staged)
-                return NET_IO_WANT; /* short read: nothing more buffered */
-            if (s->left)
-                continue; /* the read-ahead ran out: now the socket */
+            if (in_trail) {
+                s->trail_left -= (size_t)got;
+                if (s->trail_left)
+                    return staged ? NET_IO_MORE : NET_IO_WANT;
+                if (net_io_check_trail(c, s) != 0)
+                    return NET_IO_FAILED;
+            } else {
+                if (c->checksum)
+                    s->crc = crc32c_update(s->crc, dst, (size_t)got);
+                s->ptr += got;
+                s->left -= (size_t)got;
+                if (s->left && !staged)
+                    return NET_IO_WANT; /* short read: nothing more buffered */
+                if (s->left || s->trail_left)
+                    continue; /* the read-ahead ran out (now the socket), or the trailer */
+            }
         }
         net_io_piece_done(s);
     }
@@ -603,7 +576,7 @@ void net_sock_comm_destroy(net_sock_comm_t *c)
 }
 
 ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int watch_fd, int nthreads,
-                                  int silence_s, const char *peer, net_sock_comm_t **out)
+                                  int silence_s, int checksum, const char *peer, net_sock_comm_t **out)
 {
     ccl_result_t res = CCL_SUCCESS;
     *out = NULL;
@@ -622,6 +595,7 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int w
     c->nsocks = nsocks;
     c->nthreads = nthreads < nsocks ? nthreads : nsocks;
     c->silence_s = silence_s;
+    c->checksum = checksum;
     snprintf(c->peer, sizeof c->peer, "%s", peer);
     for (int j = 0; j < nsocks; j++) {
         c->socks[j].fd = fds[j];
@@ -645,8 +619,9 @@ ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int w
             CCL_FAIL(CCL_ERR_SYSTEM, "net/socket: cannot start a helper thread: %s", strerror(rc));
         c->threads[t].started = 1;
     }
-    LOG_INFO(SUB_ALL, "net/socket: %s comm with %s: %d socket(s), %d helper thread(s)",
-             is_send ? "send" : "recv", peer, nsocks, c->nthreads);
+    LOG_INFO(SUB_ALL, "net/socket: %s comm with %s: %d socket(s), %d helper thread(s), %s",
+             is_send ? "send" : "recv", peer, nsocks, c->nthreads,
+             checksum ? (crc32c_hw() ? "CRC-32C checksums (SSE4.2)" : "CRC-32C checksums (table)") : "no checksums");
     *out = c;
     c = NULL;
 out:

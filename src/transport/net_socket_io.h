@@ -20,6 +20,14 @@
  * caller's own isend/irecv/test calls do the non-blocking I/O: no threads,
  * for hosts where ranks already outnumber cores.
  *
+ * Checksums. With checksum set (CCL_CHECKSUM, chosen by the connecting
+ * side and told in its hello) every piece (a stripe, or the header alone
+ * of an empty message) is followed on its socket by a 4-byte trailer: the
+ * CRC-32C over a seed (the message's header and the piece's index) and the
+ * piece's data. The sender takes it as the data goes out (at most
+ * NET_IO_CRC_AHEAD ahead), the receiver as it comes in; a mismatch fails
+ * the comm with CCL_ERR_CORRUPT, naming the message and the socket.
+ *
  * Receive sockets read ahead (up to 32 KiB) so that a small message costs
  * one recv; a piece read ahead is copied from there, a large rest is read
  * straight into the posted buffer.
@@ -32,37 +40,16 @@
 #define CCL_TRANSPORT_NET_SOCKET_IO_H
 
 #include "ccl.h"
-#include "ccl_net.h"
+#include "transport/net_socket_io_types.h" /* limits, the message header, the comm */
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* Sockets per connection: the data sockets of all helper threads together,
- * and the keepalive socket. */
-#define NET_SOCK_MAX_SOCKS 16
-_Static_assert(NET_SOCK_MAX_SOCKS <= CCL_NET_MAX_POLLFDS, "pollfds returns one per socket");
-#define NET_SOCK_MAX_REQS 32
-/* Smallest stripe: below it one socket moves the message as fast as several. */
-#define NET_SOCK_MIN_STRIPE (64 * 1024)
-
-#define NET_SOCK_MSG_MAGIC 0x2067736du /* "msg " */
-/* Heads every message, on the message's lead socket. What a peer sends:
- * checked by net_sock_msg_hdr_parse before use (fuzzed in tests/fuzz/). */
-typedef struct {
-    uint32_t magic;
-    uint32_t tag;
-    uint64_t seq;        /* message number on this connection, from 0 */
-    uint64_t size;       /* bytes of the whole message */
-} net_sock_msg_hdr_t;
 
 /* The header of message seq, for a receive posted with cap bytes and tag:
  * 0 with *out filled, or -1 with the reason (naming peer) in why. Writes no
  * thread state, so the plugin's helper threads can call it. */
 int net_sock_msg_hdr_parse(const void *buf, size_t len, uint64_t seq, size_t cap, uint32_t tag, const char *peer,
                            net_sock_msg_hdr_t *out, char *why, size_t whylen);
-
-typedef struct net_sock_comm net_sock_comm_t;
-typedef struct net_sock_req net_sock_req_t;
 
 /* Takes the connected sockets fds[0..nsocks) and watch_fd (closed on
  * failure too) and starts the comm's helpers. watch_fd (-1: none) is a
@@ -72,7 +59,10 @@ typedef struct net_sock_req net_sock_req_t;
  * 10.0.0.2:41000"); silence_s is how long keepalive lets a peer's host stay
  * silent before a socket fails with ETIMEDOUT, which the message names. */
 ccl_result_t net_sock_comm_create(int is_send, const int *fds, int nsocks, int watch_fd, int nthreads,
-                                  int silence_s, const char *peer, net_sock_comm_t **out);
+                                  int silence_s, int checksum, const char *peer, net_sock_comm_t **out);
+/* CCL_FAULT corrupt_wire: the next piece with data that this process sends
+ * goes out with one byte changed after its checksum was taken. */
+void net_sock_io_fault_corrupt(void);
 /* Stops the helpers, closes the sockets, frees the comm and its requests. */
 void net_sock_comm_destroy(net_sock_comm_t *comm);
 /* The plugin's progress (ccl_net_v2_t): CCL_SOCKET_NTHREADS=0 (no

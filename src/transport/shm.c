@@ -341,7 +341,7 @@ static ccl_result_t shm_check(void *arg, uint64_t waited_ns)
     if (res == CCL_SUCCESS && atomic_load(&c->conn->fifo->poisoned)) {
         char why[SHM_WHY_MAX];
         if (shm_conn_poison_why(c->conn, why, sizeof why))
-            res = err_set(CCL_ERR_REMOTE, "%s", why);
+            res = err_set(err_remote_code(why), "%s", why);
         else
             res = err_set(CCL_ERR_REMOTE, "the peer aborted or failed on this connection");
     }

@@ -282,7 +282,10 @@ static int verify_body(tst_ctx_t *ctx, void *arg)
 
 /* Calls 1..ncalls: allreduce of 1 MiB; the fault (CCL_FAULT) fires at one of
  * them on rank 2 and every rank must fail within bound_s, none hang. */
-static int net_fault_body(tst_ctx_t *ctx, const char *what, double bound_s)
+/* want (when not CCL_SUCCESS): the code every rank must fail with, and
+ * text, a phrase its message must hold. */
+static int net_fault_check_body(tst_ctx_t *ctx, const char *what, double bound_s, ccl_result_t want,
+                                const char *text)
 {
     setenv("CCL_HOSTID", ctx->rank < 2 ? "test-node-a" : "test-node-b", 1);
     ccl_comm_t comm = tst_comm_init(ctx);
@@ -303,12 +306,30 @@ static int net_fault_body(tst_ctx_t *ctx, const char *what, double bound_s)
         tst_fail(ctx, "%s: every allreduce succeeded", what);
     else if (!msg[0])
         tst_fail(ctx, "%s: failed with %s but left no message", what, ccl_get_error_string(rc));
+    else if (want != CCL_SUCCESS && rc != want)
+        tst_fail(ctx, "%s: failed with %s, not %s", what, ccl_get_error_string(rc), ccl_get_error_string(want));
+    else if (text && !strstr(msg, text))
+        tst_fail(ctx, "%s: the message does not say '%s'", what, text);
     if (dt > bound_s)
         tst_fail(ctx, "%s: took %.1f s to fail (bound %.0f s)", what, dt, bound_s);
     tst_barrier(ctx);
     TST_CCL(ctx, comm, ccl_comm_abort(comm));
     free(buf);
     return 0;
+}
+
+static int net_fault_body(tst_ctx_t *ctx, const char *what, double bound_s)
+{
+    return net_fault_check_body(ctx, what, bound_s, CCL_SUCCESS, NULL);
+}
+
+/* A byte changed on the wire after its checksum (rank 2, host B, sends
+ * it in its third allreduce): CCL_ERR_CORRUPT on every rank, and the
+ * message names the link from rank 2's host (sender) to a rank of host A. */
+static int netcorrupt_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    return net_fault_check_body(ctx, "net corrupt", 10.0, CCL_ERR_CORRUPT, "data from rank 2 (");
 }
 
 static int netdrop_body(tst_ctx_t *ctx, void *arg)
@@ -731,6 +752,7 @@ static const scenario_t scenarios[] = {
     {"stall", 4, "CCL_TIMEOUT=4", stall_body, -1},
     {"netdrop", 4, "CCL_FAULT=drop:rank=2:op=3 CCL_TIMEOUT=30", netdrop_body, -1},
     {"netstall", 4, "CCL_FAULT=stall:rank=2:op=2 CCL_TIMEOUT=4", netstall_body, -1},
+    {"netcorrupt", 4, "CCL_FAULT=corrupt_wire:rank=2:op=3 CCL_TIMEOUT=30", netcorrupt_body, -1},
     {"badfault", 2, "CCL_FAULT=explode:rank=1", badfault_body, -1},
     {"verify", 4, "CCL_VERIFY=1 CCL_FAULT=corrupt:rank=1:op=2;corrupt:rank=1:op=4;corrupt:rank=1:op=6", verify_body,
      -1},

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/crc32c.h"
 #include "base/err.h"
 #include "base/wait.h"
 #include "transport/net_plugin.h"
@@ -529,6 +530,25 @@ static int check_plugin_socket_options(const sock_addr_t *peer)
     return found;
 }
 
+/* The trailer the plugin sends after a piece (CCL_CHECKSUM=1, the
+ * default): CRC-32C over the message's header, the piece's index and its
+ * data, taken here from the layout net_socket_io.h describes. */
+static uint32_t piece_crc(uint32_t tag, uint64_t seq, uint64_t size, uint32_t piece, const void *data, size_t len)
+{
+    struct {
+        net_sock_msg_hdr_t hdr;
+        uint32_t piece, reserved;
+    } seed = {{NET_SOCK_MSG_MAGIC, tag, seq, size}, piece, 0};
+    return crc32c_update_sw(crc32c_update_sw(CRC32C_INIT, &seed, sizeof seed), data, len);
+}
+
+static void read_trailer(int fd, uint32_t want)
+{
+    uint32_t t = 0;
+    assert_int_equal(read_full(fd, &t, sizeof t, 5000), (ssize_t)sizeof t);
+    assert_int_equal(t, want);
+}
+
 static void test_wire_striping(void **state)
 {
     (void)state;
@@ -563,6 +583,7 @@ static void test_wire_striping(void **state)
             assert_int_equal(m.listen_id, 0x1234567);
             assert_int_equal(m.rank, 8);
             assert_int_equal(m.nsocks, NS + 1);
+            assert_int_equal(m.flags, NET_SOCK_HELLO_CHECKSUM);
             assert_true(m.index < NS + 1);
             assert_int_equal(fds[m.index], -1);
             if (accepted == 0)
@@ -577,7 +598,8 @@ static void test_wire_striping(void **state)
      * descriptor), and the keepalive socket. */
     assert_int_equal(check_plugin_socket_options(&bound), 2 * NS + 1);
 
-    /* Message 0 (lead socket 0): 1 MiB + 3 bytes in 4 stripes of 260 KiB
+    /* Each piece ends with its checksum trailer (read_trailer).
+     * Message 0 (lead socket 0): 1 MiB + 3 bytes in 4 stripes of 260 KiB
      * (ceil(size / 4) rounded up to 4 KiB), the last one shorter. Message 1
      * (lead socket 1): 100 bytes, header and data on socket 1 alone.
      * Message 2 (lead socket 2): empty, a header on socket 2 alone. */
@@ -601,6 +623,7 @@ static void test_wire_striping(void **state)
         }
         size_t off = (size_t)i * stripe, len = i == NS - 1 ? big - off : stripe;
         assert_int_equal(read_full(fds[i], got + off, len, 5000), (ssize_t)len);
+        read_trailer(fds[i], piece_crc(77, 0, big, (uint32_t)i, src + off, len));
     }
     assert_memory_equal(got, src, big);
     net_sock_msg_hdr_t m1, m2;
@@ -610,9 +633,11 @@ static void test_wire_striping(void **state)
     assert_int_equal(m1.tag, 78);
     assert_int_equal(read_full(fds[1], got, 100, 5000), 100);
     assert_memory_equal(got, src, 100);
+    read_trailer(fds[1], piece_crc(78, 1, 100, 0, src, 100));
     assert_int_equal(read_full(fds[2], &m2, sizeof m2, 5000), (ssize_t)sizeof m2);
     assert_int_equal(m2.seq, 2);
     assert_int_equal(m2.size, 0);
+    read_trailer(fds[2], piece_crc(79, 2, 0, 0, NULL, 0));
     assert_int_equal(wait_req(r0, NULL), CCL_SUCCESS);
     assert_int_equal(wait_req(r1, NULL), CCL_SUCCESS);
     assert_int_equal(wait_req(r2, NULL), CCL_SUCCESS);
@@ -633,7 +658,9 @@ static void test_wire_striping(void **state)
 /* ---- failures ------------------------------------------------------------------ */
 
 /* A forged sender: nsocks raw data sockets and the keepalive socket
- * (fds[nsocks]) that say hello to c's listener. */
+ * (fds[nsocks]) that say hello to c's listener, without checksums unless
+ * forge_flags asks for them. */
+static uint32_t forge_flags;
 static void forge_connect(conn_t *c, int nsocks, int rank, int *fds, char *from, size_t from_len)
 {
     const net_sock_handle_t *h = (const net_sock_handle_t *)c->handle;
@@ -642,7 +669,7 @@ static void forge_connect(conn_t *c, int nsocks, int rank, int *fds, char *from,
         assert_true(fds[i] >= 0);
         assert_int_equal(connect(fds[i], &h->addr.sa, sock_addr_len(&h->addr)), 0);
         net_sock_hello_t m = {NET_SOCK_HELLO_MAGIC, NET_SOCK_WIRE_VERSION, h->listen_id, 0xfeed01, rank,
-                              (uint16_t)(nsocks + 1), (uint16_t)i};
+                              (uint16_t)(nsocks + 1), (uint16_t)i, forge_flags, 0};
         assert_int_equal(send(fds[i], &m, sizeof m, 0), (ssize_t)sizeof m);
     }
     sock_addr_t local;
@@ -697,6 +724,61 @@ static void test_recv_smaller_than_send(void **state)
         assert_int_equal(xfer(&c, src, 10, 3, dst, 10, 4, &got), CCL_ERR_REMOTE);
         assert_true(contains(N->last_error(), "tag 3"));
         assert_true(contains(N->last_error(), "tag 4"));
+        conn_close(&c);
+    }
+    net_socket_set_layout(-1, -1);
+}
+
+/* A connection with checksums: the right trailer passes, one byte changed
+ * in the data (or a trailer of another piece) is CCL_ERR_CORRUPT naming
+ * the message, the stripe and the peer; the comm stays failed. */
+static void test_checksum_mismatch(void **state)
+{
+    (void)state;
+    static unsigned char src[5000], dst[5000];
+    fill(src, sizeof src, 3);
+    for (int k = 0; k < 3; k++) {
+        net_socket_set_layout(1, k & 1);
+        conn_t c;
+        int fds[2];
+        char from[80];
+        forge_listen(&c);
+        forge_flags = NET_SOCK_HELLO_CHECKSUM;
+        forge_connect(&c, 1, 7, fds, from, sizeof from);
+        forge_flags = 0;
+        net_sock_msg_hdr_t h = {NET_SOCK_MSG_MAGIC, 9, 0, sizeof src};
+        uint32_t crc = piece_crc(9, 0, sizeof src, 0, src, sizeof src);
+        unsigned char wire[sizeof src];
+        memcpy(wire, src, sizeof src);
+        if (k == 1)
+            wire[4321] ^= 0x01; /* changed in flight */
+        if (k == 2)
+            crc = piece_crc(9, 0, sizeof src, 1, src, sizeof src); /* another stripe's */
+        assert_int_equal(send(fds[0], &h, sizeof h, 0), (ssize_t)sizeof h);
+        assert_int_equal(send(fds[0], wire, sizeof wire, 0), (ssize_t)sizeof wire);
+        assert_int_equal(send(fds[0], &crc, sizeof crc, 0), (ssize_t)sizeof crc);
+        void *rr = NULL;
+        post_recv(c.r, dst, sizeof dst, 9, &rr);
+        size_t got = 0;
+        if (k == 0) {
+            assert_int_equal(wait_req(rr, &got), CCL_SUCCESS);
+            assert_int_equal(got, sizeof src);
+            assert_memory_equal(dst, src, sizeof src);
+        } else {
+            assert_int_equal(wait_req(rr, NULL), CCL_ERR_CORRUPT);
+            const char *msg = N->last_error();
+            assert_true(contains(msg, "message 0 from rank 7 at "));
+            assert_true(contains(msg, from));
+            assert_true(contains(msg, ERR_CORRUPT_MARK));
+            assert_true(contains(msg, "5000 bytes of stripe 0"));
+            void *req = NULL;
+            void *bp = dst;
+            size_t one = 1;
+            uint32_t t = 1;
+            assert_int_equal(N->irecv(c.r, 1, &bp, &one, &t, NULL, &req), CCL_ERR_CORRUPT);
+        }
+        close(fds[0]);
+        close(fds[1]);
         conn_close(&c);
     }
     net_socket_set_layout(-1, -1);
@@ -894,7 +976,7 @@ static void test_bad_hello_is_dropped(void **state)
     const net_sock_handle_t *h = (const net_sock_handle_t *)c.handle;
     int fd = socket(h->addr.sa.sa_family, SOCK_STREAM, 0);
     assert_int_equal(connect(fd, &h->addr.sa, sock_addr_len(&h->addr)), 0);
-    net_sock_hello_t m = {NET_SOCK_HELLO_MAGIC, NET_SOCK_WIRE_VERSION, h->listen_id + 2, 5, 0, 1, 0};
+    net_sock_hello_t m = {NET_SOCK_HELLO_MAGIC, NET_SOCK_WIRE_VERSION, h->listen_id + 2, 5, 0, 1, 0, 0, 0};
     assert_int_equal(send(fd, &m, sizeof m, 0), (ssize_t)sizeof m);
     int fd2 = socket(h->addr.sa.sa_family, SOCK_STREAM, 0);
     assert_int_equal(connect(fd2, &h->addr.sa, sock_addr_len(&h->addr)), 0);
@@ -966,6 +1048,7 @@ int main(void)
         cmocka_unit_test(test_wire_striping),
         cmocka_unit_test(test_recv_smaller_than_send),
         cmocka_unit_test(test_garbage_and_oversized_headers),
+        cmocka_unit_test(test_checksum_mismatch),
         cmocka_unit_test(test_keepalive_socket),
         cmocka_unit_test(test_sender_closes_mid_message),
         cmocka_unit_test(test_receiver_closes_mid_message),

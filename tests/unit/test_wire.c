@@ -374,8 +374,13 @@ static void test_net_sock_parsers(void **state)
     assert_int_equal(net_sock_handle_parse(raw, sizeof raw, &out), CCL_ERR_INVALID_ARGUMENT);
     assert_true(contains(err_message(), "no usable address"));
 
-    net_sock_hello_t m = {NET_SOCK_HELLO_MAGIC, NET_SOCK_WIRE_VERSION, 5, 9, 2, 4, 3}, mout;
+    net_sock_hello_t m = {NET_SOCK_HELLO_MAGIC, NET_SOCK_WIRE_VERSION, 5, 9, 2, 4, 3, 0, 0}, mout;
     assert_null(net_sock_hello_parse(&m, sizeof m, 5, &mout));
+    m.flags = NET_SOCK_HELLO_CHECKSUM;
+    assert_null(net_sock_hello_parse(&m, sizeof m, 5, &mout));
+    m.flags = 0x4;
+    assert_string_equal(net_sock_hello_parse(&m, sizeof m, 5, &mout), "unknown flags");
+    m.flags = 0;
     assert_non_null(net_sock_hello_parse(&m, sizeof m, 6, &mout));
     assert_non_null(net_sock_hello_parse(&m, sizeof m - 1, 5, &mout));
     m.index = 4;
