@@ -402,7 +402,8 @@ fi
 # ccl's TCP net transport: every collective, dtype and op, and each
 # algorithm forced (with CCL_VERIFY=1: every algorithm must leave
 # bit-identical results on all ranks), on even (2+2), uneven (3+1) and interleaved (0,1,0,1)
-# layouts, plus the MPI cross-check with its ranks on two fake nodes.
+# layouts, plus the MPI cross-check with its ranks on two fake nodes; all
+# with net checksums on (CCL_CHECKSUM=1): no false alarm on any of them.
 # tests/cluster/ runs the same across real network namespaces.
 if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
     net_port=$((20000 + RANDOM % 20000))
@@ -417,9 +418,9 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
             run_test "net/ccl-perf-nodes[$map${algo:+,$algo}${zcopy:+,zero-copy}]" mp \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             HOSTMAP="$map" CCL_ALGO="$algo" CCL_COMM_ID="127.0.0.1:$net_port" \
-            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" CCL_VERIFY=1 \
+            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" CCL_VERIFY=1 CCL_CHECKSUM=1 \
             mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_ALGO -x CCL_COMM_ID -x CCL_NET_ZERO_COPY_THRESHOLD \
-            -x CCL_VERIFY \
+            -x CCL_VERIFY -x CCL_CHECKSUM \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"
     done
     # Socket helper threads (CCL_SOCKET_NTHREADS=2, one socket each), the
@@ -430,15 +431,15 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
         run_test "net/ccl-perf-nodes[0,1,0,1,helper-threads]" mp \
         env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         HOSTMAP=0,1,0,1 CCL_COMM_ID="127.0.0.1:$net_port" CCL_NSOCKS_PERTHREAD=1 CCL_SOCKET_NTHREADS=2 \
-        CCL_TIMEOUT=60 \
+        CCL_TIMEOUT=60 CCL_CHECKSUM=1 \
         mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_COMM_ID -x CCL_NSOCKS_PERTHREAD -x CCL_SOCKET_NTHREADS \
-        -x CCL_TIMEOUT \
+        -x CCL_TIMEOUT -x CCL_CHECKSUM \
         tests/net/fake_node.sh "$BUILD/bin/ccl-perf" -m host -b 8 -e 16M -f 16 -n 2 -w 1 -C all -c 1 -r -1
     for bin in "${mpi_bins[@]}"; do
         run_test "net/$(basename "$bin")-nodes[0,1,0]" mpi \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-            ASAN_OPTIONS="$asan_opts" HOSTMAP=0,1,0 \
-            mpirun "${mpirun_args[@]}" -np 3 -x HOSTMAP -x ASAN_OPTIONS tests/net/fake_node.sh "$bin"
+            ASAN_OPTIONS="$asan_opts" HOSTMAP=0,1,0 CCL_CHECKSUM=1 \
+            mpirun "${mpirun_args[@]}" -np 3 -x HOSTMAP -x ASAN_OPTIONS -x CCL_CHECKSUM tests/net/fake_node.sh "$bin"
     done
 else
     echo "SKIPPED: net fake-node tests (need mpirun and ccl-perf)"

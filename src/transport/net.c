@@ -105,13 +105,15 @@ static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const ch
     if (net->pending_since || atomic_load(&net->failed))
         return;
     if (code == CCL_ERR_CORRUPT) {
-        /* Name the link: which ranks, hosts, transport and device. */
+        /* Name the link: which ranks, hosts, transport and device; the
+         * mark makes it CCL_ERR_CORRUPT on the ranks that hear of it. */
         const ccl_net_v2_t *fn = net_fns(net);
         ccl_net_props_t props = {0};
         if (fn->get_properties(0, &props) != CCL_SUCCESS || !props.name)
             props.name = "?";
         snprintf(net->pending, sizeof net->pending,
-                 "rank %d (%s): data from rank %d (%s) on the link %d->%d (net/%s, device 0 %s): %s", net->rank,
+                 "rank %d (%s): data from rank %d (%s) " ERR_CORRUPT_MARK " on the link %d->%d (net/%s, device 0 %s): %s",
+                 net->rank,
                  net_peer_host(net, net->rank), c->peer, net_peer_host(net, c->peer), c->peer, net->rank, fn->name,
                  props.name, err_message());
     } else

@@ -752,7 +752,7 @@ static const scenario_t scenarios[] = {
     {"stall", 4, "CCL_TIMEOUT=4", stall_body, -1},
     {"netdrop", 4, "CCL_FAULT=drop:rank=2:op=3 CCL_TIMEOUT=30", netdrop_body, -1},
     {"netstall", 4, "CCL_FAULT=stall:rank=2:op=2 CCL_TIMEOUT=4", netstall_body, -1},
-    {"netcorrupt", 4, "CCL_FAULT=corrupt_wire:rank=2:op=3 CCL_TIMEOUT=30", netcorrupt_body, -1},
+    {"netcorrupt", 4, "CCL_CHECKSUM=1 CCL_FAULT=corrupt_wire:rank=2:op=3 CCL_TIMEOUT=30", netcorrupt_body, -1},
     {"badfault", 2, "CCL_FAULT=explode:rank=1", badfault_body, -1},
     {"verify", 4, "CCL_VERIFY=1 CCL_FAULT=corrupt:rank=1:op=2;corrupt:rank=1:op=4;corrupt:rank=1:op=6", verify_body,
      -1},

@@ -1032,6 +1032,7 @@ int main(void)
 {
     /* Before the first ccl call: the param table is read once. */
     setenv("CCL_DEBUG", "NONE", 0);
+    setenv("CCL_CHECKSUM", "1", 1); /* the wire layout test_wire_striping reads */
     unsetenv("CCL_SOCKET_IFNAME");
     unsetenv("CCL_NSOCKS_PERTHREAD");
     unsetenv("CCL_SOCKET_NTHREADS");
