@@ -3,7 +3,10 @@
  * CRCs over three adjacent blocks in one loop (the instruction has a
  * latency of 3 cycles and a throughput of 1) and joins them by shifting
  * each partial CRC over the blocks after it, a linear map done with four
- * table lookups (tables built once for the block length).
+ * table lookups (tables built once for the block length). Where the CPU
+ * has AVX-512 carry-less multiplication (VPCLMULQDQ), long buffers are
+ * first folded 256 bytes at a time (below), which the CRC instruction
+ * alone cannot keep up with.
  */
 #include "base/crc32c.h"
 
@@ -89,6 +92,87 @@ static int crc_cpu_has_sse42(void)
     unsigned a, b, c, d;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_SSE4_2);
 }
+
+/* Folding. In the reflected order of this CRC a 16-byte block loaded
+ * into a 128-bit lane holds its polynomial with byte 0's bit 0 as the
+ * highest power. A lane R whose data lies F bits before the lane it is
+ * folded onto becomes R x^F mod P, computed as clmul(lo(R), k1) ^
+ * clmul(hi(R), k2) with k1 = x^(F+63) mod P and k2 = x^(F-1) mod P, each
+ * bit-reversed into 64 bits (the product comes out one power higher, which
+ * the -1 absorbs). Four 512-bit registers fold 256 bytes per step
+ * (F = 2048); what they hold at the end is a 256-byte stand-in for
+ * everything folded, with the same CRC, which the CRC instruction
+ * finishes. */
+#define CRC_FOLD_BYTES 256
+#define CRC_POLY_NORMAL 0x11edc6f41ull /* x^32 + ..., unreflected */
+static uint64_t fold_k1, fold_k2;
+static int have_fold;
+
+static uint64_t crc_xpow_mod(unsigned n)
+{
+    uint64_t v = 1;
+    while (n--) {
+        v <<= 1;
+        if (v & (1ull << 32))
+            v ^= CRC_POLY_NORMAL;
+    }
+    return v;
+}
+
+static uint64_t crc_bitrev64(uint64_t v)
+{
+    uint64_t r = 0;
+    for (int i = 0; i < 64; i++, v >>= 1)
+        r = (r << 1) | (v & 1);
+    return r;
+}
+
+static int crc_cpu_has_fold(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    int avx512f = (b >> 16) & 1, vpclmul = (c >> 10) & 1;
+    if (!avx512f || !vpclmul || !__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1))
+        return 0;
+    /* The OS saves the zmm state (XCR0: SSE, AVX, opmask, zmm halves). */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0xe6) == 0xe6;
+}
+
+#include <immintrin.h>
+#define CRC_FOLD __attribute__((target("avx512f,vpclmulqdq,sse4.2")))
+
+CRC_FOLD static uint32_t crc_fold(uint32_t crc, const unsigned char *p, size_t len)
+{
+    const __m512i k = _mm512_set_epi64((long long)fold_k2, (long long)fold_k1, (long long)fold_k2,
+                                       (long long)fold_k1, (long long)fold_k2, (long long)fold_k1,
+                                       (long long)fold_k2, (long long)fold_k1);
+    __m512i x0 = _mm512_loadu_si512(p), x1 = _mm512_loadu_si512(p + 64), x2 = _mm512_loadu_si512(p + 128),
+            x3 = _mm512_loadu_si512(p + 192);
+    /* The register so far goes onto the first 32 bits of the data. */
+    x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)crc)));
+    p += CRC_FOLD_BYTES;
+    len -= CRC_FOLD_BYTES;
+    for (; len >= CRC_FOLD_BYTES; p += CRC_FOLD_BYTES, len -= CRC_FOLD_BYTES) {
+#define CRC_FOLD_LANE(x, off)                                                                                    \
+        x = _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00), _mm512_clmulepi64_epi128(x, k, 0x11), \
+                                      _mm512_loadu_si512(p + (off)), 0x96)
+        CRC_FOLD_LANE(x0, 0);
+        CRC_FOLD_LANE(x1, 64);
+        CRC_FOLD_LANE(x2, 128);
+        CRC_FOLD_LANE(x3, 192);
+#undef CRC_FOLD_LANE
+    }
+    unsigned char rest[CRC_FOLD_BYTES];
+    _mm512_storeu_si512(rest, x0);
+    _mm512_storeu_si512(rest + 64, x1);
+    _mm512_storeu_si512(rest + 128, x2);
+    _mm512_storeu_si512(rest + 192, x3);
+    crc = crc_hw_one(0, rest, sizeof rest);
+    return crc_hw(crc, p, len);
+}
 #endif
 
 static void crc_init(void)
@@ -104,6 +188,9 @@ static void crc_init(void)
             crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
 #if defined(__x86_64__)
     have_hw = crc_cpu_has_sse42();
+    have_fold = have_hw && crc_cpu_has_fold();
+    fold_k1 = crc_bitrev64(crc_xpow_mod(8 * CRC_FOLD_BYTES + 63));
+    fold_k2 = crc_bitrev64(crc_xpow_mod(8 * CRC_FOLD_BYTES - 1));
     /* The shift is linear in the register: build it from its action on
      * each byte value in each byte position. */
     static const unsigned char zeros[CRC32C_BLOCK];
@@ -123,6 +210,8 @@ uint32_t crc32c_update(uint32_t crc, const void *data, size_t len)
 {
     pthread_once(&crc_once, crc_init);
 #if defined(__x86_64__)
+    if (have_fold && len >= 2 * CRC_FOLD_BYTES)
+        return crc_fold(crc, data, len);
     if (have_hw)
         return crc_hw(crc, data, len);
 #endif

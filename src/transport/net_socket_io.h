@@ -25,7 +25,7 @@
  * of an empty message) is followed on its socket by a 4-byte trailer: the
  * CRC-32C over a seed (the message's header and the piece's index) and the
  * piece's data. The sender takes it as the data goes out (at most
- * NET_IO_CRC_AHEAD ahead), the receiver as it comes in; a mismatch fails
+ * NET_IO_CRC_AHEAD ahead), the receiver as it comes in (src/base/crc32c.c); a mismatch fails
  * the comm with CCL_ERR_CORRUPT, naming the message and the socket.
  *
  * Receive sockets read ahead (up to 32 KiB) so that a small message costs
