@@ -456,8 +456,9 @@ run_test "net/two_jobs" mp env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_C
 # Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
 # ccl-perf over every collective, type and op, the MPI cross-check, and each
 # forced algorithm on 3+1 ranks, all launched by mpirun across the nodes;
-# then, on three nodes, a cut link and a killed rank in mid-allreduce must
-# fail every other rank within 10 s, naming what failed (faults.sh).
+# then, on three nodes, a cut link, a killed rank and a byte changed on the
+# wire (net checksums on) in mid-allreduce must fail every other rank within
+# 10 s, naming what failed (faults.sh).
 # Each part builds and removes its own cluster. Needs root, `ip netns` and
 # the MPI binaries; otherwise one SKIPPED line.
 if ! cluster_why=$(tests/cluster/cluster.sh preflight); then

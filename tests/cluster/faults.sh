@@ -4,7 +4,7 @@
 # cut and a rank that is killed while allreduces move data between nodes
 # must become an error on every other rank, soon, naming what failed.
 #
-#   tests/cluster/faults.sh [PART...]     parts: cut relay kill (default all)
+#   tests/cluster/faults.sh [PART...]     parts: cut relay kill corrupt (default all)
 #
 # Parts:
 #   cut    2+2 ranks on node1 and node2 loop over 16 MiB allreduces with
@@ -23,6 +23,12 @@
 #          itself a quarter into the third one (fault_loop -K 3). Ranks 0, 1
 #          (node1) and 2 (node2) must fail in that call, within KILL_BOUND s
 #          (10) of the kill, naming rank 3 and node2.
+#   corrupt 2+2 ranks loop over 16 MiB allreduces with net checksums on
+#          (CCL_CHECKSUM=1); rank 2 (node2) sends one byte changed after its
+#          checksum in its third call (CCL_FAULT=corrupt_wire). Every rank
+#          must fail in that call with CCL_ERR_CORRUPT, within KILL_BOUND s,
+#          naming the link: data from rank 2 (node2), the receiving rank's
+#          host, net/socket and eth0.
 #
 # Ranks are started by this script in their node's namespaces (cluster.sh
 # exec), rank and size in PMI_RANK/PMI_SIZE, and run
@@ -60,6 +66,7 @@ fi
 TMP=${FAULTS_LOGS:-$(mktemp -d /tmp/ccl-cluster-faults.XXXXXX)}
 mkdir -p "$TMP"
 pids=()  # ranks of the current part, by rank
+part_env=() # NAME=VALUE for every rank of the current part
 cut_node=""
 cleanup() {
     local p
@@ -105,7 +112,7 @@ launch() {
                 esac
             done
             (
-                "$C" exec "$n" env PMI_RANK=$rank PMI_SIZE=$np CCL_COMM_ID="$SUBNET.1:$port" CCL_TIMEOUT="$t" \
+                "$C" exec "$n" env "${part_env[@]}" PMI_RANK=$rank PMI_SIZE=$np CCL_COMM_ID="$SUBNET.1:$port" CCL_TIMEOUT="$t" \
                     CCL_DEBUG=WARN "$LOOP" -s "$bytes" "${opt[@]}" >"$dir/$rank.log" 2>&1 </dev/null &
                 echo $! >"$dir/$rank.pid"
                 wait $! 2>/dev/null
@@ -279,13 +286,40 @@ part_kill() {
     done
 }
 
+part_corrupt() {
+    local t0 r
+    part_env=(CCL_CHECKSUM=1 "CCL_FAULT=corrupt_wire:rank=2:op=3")
+    launch corrupt 2,2 16M
+    part_env=()
+    started corrupt 4 "layout 2,2" || return
+    wait_exit corrupt $((KILL_BOUND + 30))
+    # When rank 2 sent the changed byte: its CCL_FAULT line's timestamp.
+    t0=$(sed -n 's/^[^[]*\[\([0-9.]*\)\] ccl WARN CCL_FAULT: corrupt_wire: message.*/\1/p' "$TMP/corrupt/2.log" | head -1)
+    if [[ -z "$t0" ]]; then
+        echo "FAIL  corrupt: rank 2 did not send a changed byte in call 3"
+        tail -n 5 "$TMP"/corrupt/*.log | sed 's/^/    /'
+        failed=$((failed + 1))
+        return
+    fi
+    echo "      corrupt: rank 2 sent a changed byte in call 3; ranks 0-3 exited after $(exit_times corrupt 0 1 2 3 "$t0")s"
+    for r in 0 1 2 3; do
+        if ! grep -qE '^failed [0-9]+ 3 .*data corruption' "$TMP/corrupt/$r.log"; then
+            echo "FAIL  corrupt: rank $r did not fail call 3 with CCL_ERR_CORRUPT: $(grep -m1 '^failed ' "$TMP/corrupt/$r.log")"
+            failed=$((failed + 1))
+            continue
+        fi
+        check_rank corrupt $r "$t0" "$KILL_BOUND" "data from rank 2 \(node2\) was corrupted in flight on the link 2->[01] " \
+            "rank [01] \(node1\)" "net/socket, device 0 eth0" "=allreduce #3 \("
+    done
+}
+
 parts=("$@")
-[[ ${#parts[@]} -gt 0 ]] || parts=(cut relay kill)
+[[ ${#parts[@]} -gt 0 ]] || parts=(cut relay kill corrupt)
 for p in "${parts[@]}"; do
     case "$p" in
-    cut | relay | kill) "part_$p" ;;
+    cut | relay | kill | corrupt) "part_$p" ;;
     *)
-        echo "faults.sh: unknown part '$p' (cut relay kill)" >&2
+        echo "faults.sh: unknown part '$p' (cut relay kill corrupt)" >&2
         exit 2
         ;;
     esac
