@@ -178,6 +178,10 @@ for v in "${variants[@]}"; do
         run_variant "$v" test_colls 3 4
     fi
 done
+# Shared-memory slot checksums (CCL_CHECKSUM=2), the one-shot board off so
+# that small calls go through the checksummed FIFOs too: every collective,
+# type and op, and no false alarm.
+run_variant "CCL_CHECKSUM=2 CCL_ONESHOT_MAX=0" test_colls 3 4
 # The fused 2-rank allreduce (ALGO_PAIR, the tuner's pick from the
 # single-copy size on ccl_mem_alloc buffers; the variants above run it on
 # 2 ranks) where only even ranks' buffers are registered: both ranks

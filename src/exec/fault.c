@@ -6,6 +6,7 @@
 #include "exec/fault.h"
 #include "base/err.h"
 #include "base/param.h"
+#include "transport/shm.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -233,7 +234,7 @@ void fault_before_call(const void *comm, int rank, net_t *net, uint64_t seq)
             if (net)
                 net_fault_corrupt_wire(net);
             else
-                LOG_WARN(SUB_ALL, "CCL_FAULT: corrupt_wire has no network connection on a single-host communicator");
+                shm_fault_corrupt(); /* shared-memory FIFOs, checksummed with CCL_CHECKSUM=2 */
             break;
         case FAULT_STALL:
             if (net)

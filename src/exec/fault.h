@@ -18,7 +18,9 @@
  *   corrupt:rank=R:op=N        flip one byte of rank R's result of call N
  *   corrupt_wire:rank=R:op=N   in call N, the next net message piece rank R
  *                              sends goes out with one byte changed after its
- *                              checksum was taken (built-in socket transport)
+ *                              checksum was taken (built-in socket transport);
+ *                              without a net, the next data slot it posts to a
+ *                              checksummed shm FIFO (CCL_CHECKSUM=2)
  *   stall:rank=R:op=N[:ms=M]   rank R's net progress stops for M ms (the proxy and callers that drive it)
  *                              (0: until the communicator ends)
  *

@@ -173,6 +173,11 @@ static int exec_step_slice(exec_ctx_t *x, const sched_step_t *st, size_t k)
     shm_help_t *help = NULL;
     if (rc) {
         CCL_TRY(shm_recv_wait(rc, &now, &in));
+        if (rc->crcs && (res = shm_recv_verify(rc)) != CCL_SUCCESS) {
+            err_prefix("rank %d (%s): data from rank %d (%s) over shared memory: ", comm->rank,
+                       comm->bs.peers[comm->rank].hostname, st->recv_peer, comm->bs.peers[st->recv_peer].hostname);
+            goto out;
+        }
         if ((ref_in = shm_recv_is_ref(rc))) {
             memcpy(&ref, in, sizeof ref);
             /* Longer than a slot: it can only be the whole step's. */

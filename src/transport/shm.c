@@ -2,7 +2,9 @@
  * shm.c - the shared-memory FIFO transport (see shm.h for the protocol).
  */
 #include "transport/shm.h"
+#include "base/crc32c.h"
 #include "base/err.h"
+#include "base/param.h"
 #include "base/log.h"
 
 #include <ctype.h>
@@ -30,7 +32,8 @@ struct shm_fifo {
     _Atomic uint32_t poisoned;   /* set by either side on abort/failure */
     _Atomic uint32_t why_state;  /* the poisoner's reason: 0 none, 1 being written, 2 there */
     _Atomic uint32_t closed;     /* set by either side that closed its end (destroy or abort) */
-    char pad0[SHM_LINE - 36];
+    uint32_t checksum;           /* 1: each data slot's CRC-32C is in the page after this one (CCL_CHECKSUM=2) */
+    char pad0[SHM_LINE - 40];
     _Atomic uint32_t tail;
     char pad1[SHM_LINE - 4];
     _Atomic uint32_t head;
@@ -57,11 +60,22 @@ _Static_assert(sizeof(struct shm_fifo) == 4 * SHM_LINE, "shm_fifo header layout"
 _Static_assert(4 * SHM_LINE + SHM_MAX_SLOTS * sizeof(uint32_t) <= SHM_WHY_OFFSET, "slot kinds fit the header page");
 _Static_assert(SHM_WHY_OFFSET + SHM_WHY_MAX <= 4096, "the reason fits the header page");
 
-static size_t shm_map_len(uint32_t nslots, size_t slot_size, size_t *slots_offset)
+/* With checksums, the page after the header holds one CRC-32C per slot. */
+#define SHM_CRC_OFFSET 4096
+_Static_assert(SHM_MAX_SLOTS * sizeof(uint32_t) <= 4096, "slot checksums fit a page");
+
+static size_t shm_map_len(uint32_t nslots, size_t slot_size, int checksum, size_t *slots_offset)
 {
     /* Slots start on a page so that large slot copies stay page-aligned. */
-    *slots_offset = 4096;
+    *slots_offset = checksum ? 8192 : 4096;
     return *slots_offset + (size_t)nslots * slot_size;
+}
+
+/* A data slot's checksum: its place in the stream and its bytes, so that
+ * a stale slot fails like changed bytes do. */
+static uint32_t shm_slot_crc(uint32_t pos, const void *data, size_t len)
+{
+    return crc32c_update(crc32c_update(CRC32C_INIT, &pos, sizeof pos), data, len);
 }
 
 ccl_result_t shm_name_new(char name[SHM_NAME_MAX], const char *prefix)
@@ -123,7 +137,9 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
 {
     void *map = NULL;
     size_t slots_offset = 0;
-    size_t len = shm_map_len(nslots, slot_size, &slots_offset);
+    /* The receiver decides, for both ends (the sender reads the header). */
+    int checksum = param_int(PARAM_CHECKSUM) >= 2;
+    size_t len = shm_map_len(nslots, slot_size, checksum, &slots_offset);
     memset(conn, 0, sizeof *conn);
     if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t) || slot_size >= SHM_SLOT_MAX_BYTES)
         return err_set(CCL_ERR_INTERNAL, "shm: %u slots of %zu bytes is not a valid FIFO", nslots, slot_size);
@@ -139,8 +155,10 @@ ccl_result_t shm_conn_create(shm_conn_t *conn, uint32_t nslots, size_t slot_size
     f->nslots = nslots;
     f->slot_size = slot_size;
     f->slots_offset = slots_offset;
+    f->checksum = (uint32_t)checksum;
     atomic_store(&f->magic, SHM_MAGIC);
     conn->fifo = f;
+    conn->crcs = checksum ? (uint32_t *)((char *)map + SHM_CRC_OFFSET) : NULL;
     conn->map_len = len;
     conn->slots = (char *)map + slots_offset;
     conn->nslots = nslots;
@@ -194,12 +212,13 @@ ccl_result_t shm_conn_open(shm_conn_t *conn, const char *name)
     /* Bound slot_size by the file first, so nslots * slot_size cannot wrap. */
     if (f->magic != SHM_MAGIC || f->nslots == 0 || f->nslots > SHM_MAX_SLOTS || f->slot_size < sizeof(shm_ref_t) ||
         f->slot_size >= SHM_SLOT_MAX_BYTES ||
-        (size_t)st.st_size < 4096 || f->slot_size > ((size_t)st.st_size - 4096) / f->nslots ||
-        shm_map_len(f->nslots, f->slot_size, &slots_offset) != (size_t)st.st_size) {
+        (size_t)st.st_size < 4096 || f->slot_size > ((size_t)st.st_size - 4096) / f->nslots || f->checksum > 1 ||
+        shm_map_len(f->nslots, f->slot_size, (int)f->checksum, &slots_offset) != (size_t)st.st_size) {
         munmap(map, (size_t)st.st_size);
         CCL_FAIL(CCL_ERR_REMOTE, "peer segment %s has a corrupt header", name);
     }
     conn->fifo = f;
+    conn->crcs = f->checksum ? (uint32_t *)((char *)map + SHM_CRC_OFFSET) : NULL;
     conn->map_len = (size_t)st.st_size;
     conn->slots = (char *)map + slots_offset;
     conn->nslots = f->nslots;
@@ -216,7 +235,7 @@ ccl_result_t shm_conn_create_local(shm_conn_t *exec_end, shm_conn_t *proxy_end, 
                                    void (*doorbell)(void))
 {
     size_t slots_offset = 0;
-    size_t len = shm_map_len(nslots, slot_size, &slots_offset);
+    size_t len = shm_map_len(nslots, slot_size, 0, &slots_offset); /* one process: no checksums */
     memset(exec_end, 0, sizeof *exec_end);
     memset(proxy_end, 0, sizeof *proxy_end);
     if (nslots < 1 || nslots > SHM_MAX_SLOTS || slot_size < sizeof(shm_ref_t) || slot_size >= SHM_SLOT_MAX_BYTES)
@@ -418,14 +437,51 @@ size_t shm_recv_len(const shm_conn_t *conn)
     return shm_slot_len_at(conn, conn->pos);
 }
 
+/* CCL_FAULT corrupt_wire on a single-host communicator: the next data
+ * slot this process posts to a checksummed FIFO gets a byte changed after
+ * its checksum was taken. */
+static _Atomic int shm_flip_pending;
+
+void shm_fault_corrupt(void)
+{
+    atomic_store(&shm_flip_pending, 1);
+}
+
 void shm_send_post(shm_conn_t *conn, int kind, size_t len)
 {
     shm_fifo_t *f = conn->fifo;
+    if (conn->crcs && kind == SHM_SLOT_DATA) {
+        char *slot = shm_slot_at(conn, conn->pos);
+        conn->crcs[conn->pos % conn->nslots] = shm_slot_crc(conn->pos, slot, len);
+        if (len && atomic_load_explicit(&shm_flip_pending, memory_order_relaxed) &&
+            atomic_exchange(&shm_flip_pending, 0)) {
+            slot[len / 2] ^= 0x10;
+            LOG_WARN(SUB_SHM, "CCL_FAULT: corrupt_wire: shared-memory message %u changed after its checksum",
+                     conn->pos);
+        }
+    }
     f->kind[conn->pos % conn->nslots] = (uint32_t)len | (kind == SHM_SLOT_REF ? SHM_SLOT_KIND_BIT : 0);
     conn->pos++;
     atomic_store_explicit(&f->tail, conn->pos, memory_order_release);
     wait_wake(&f->tail, &f->tail_waiters);
     shm_ring_doorbell(conn);
+}
+
+ccl_result_t shm_recv_verify(const shm_conn_t *conn)
+{
+    if (!conn->crcs || shm_recv_is_ref(conn))
+        return CCL_SUCCESS;
+    size_t len = shm_recv_len(conn);
+    if (len > conn->slot_size)
+        return err_set(CCL_ERR_REMOTE, "shared-memory slot %u says %zu bytes, it holds %zu", conn->pos, len,
+                       conn->slot_size);
+    uint32_t want = conn->crcs[conn->pos % conn->nslots];
+    uint32_t got = shm_slot_crc(conn->pos, shm_slot_at(conn, conn->pos), len);
+    if (got == want)
+        return CCL_SUCCESS;
+    return err_set(CCL_ERR_CORRUPT,
+                   "message %u in shared memory " ERR_CORRUPT_MARK ": CRC-32C 0x%08x over its %zu bytes, 0x%08x "
+                   "written by the sender", conn->pos, got, len, want);
 }
 
 uint32_t shm_peer_count(const shm_conn_t *conn)

@@ -44,6 +44,7 @@ typedef struct {
     char *slots;
     uint32_t nslots;
     size_t slot_size;
+    uint32_t *crcs;        /* CCL_CHECKSUM=2: each data slot's CRC-32C (NULL: none) */
     uint32_t pos;          /* sender: next tail; receiver: next head */
     int is_sender;
     /* A local FIFO (shm_conn_create_local): the other end is this process's
@@ -133,6 +134,15 @@ ccl_result_t shm_send_wait(shm_conn_t *conn, const wait_policy_t *policy, void *
 /* Publishes the slot from shm_send_wait; kind is SHM_SLOT_DATA or _REF,
  * len the bytes of payload it stands for (< SHM_SLOT_MAX_BYTES). */
 void shm_send_post(shm_conn_t *conn, int kind, size_t len);
+/* Receiver, on the slot from shm_recv_wait: with checksums (CCL_CHECKSUM=2,
+ * chosen by the receiver when it created the FIFO) a data slot's bytes
+ * must match the CRC-32C its sender wrote, else CCL_ERR_CORRUPT naming the
+ * message. References (single copy) are not covered. */
+ccl_result_t shm_recv_verify(const shm_conn_t *conn);
+/* CCL_FAULT corrupt_wire without a network: the next data slot this
+ * process posts to a checksummed FIFO has a byte changed after its
+ * checksum was taken. */
+void shm_fault_corrupt(void);
 /* Non-blocking: whether shm_recv_wait / shm_send_wait would return at once. */
 int shm_recv_ready(const shm_conn_t *conn);
 int shm_send_ready(const shm_conn_t *conn);

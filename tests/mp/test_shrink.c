@@ -283,11 +283,13 @@ static int verify_body(tst_ctx_t *ctx, void *arg)
 /* Calls 1..ncalls: allreduce of 1 MiB; the fault (CCL_FAULT) fires at one of
  * them on rank 2 and every rank must fail within bound_s, none hang. */
 /* want (when not CCL_SUCCESS): the code every rank must fail with, and
- * text, a phrase its message must hold. */
+ * text, a phrase its message must hold. two_hosts: ranks 0, 1 and 2, 3 on
+ * two fake hosts (the net between them), else all on this one. */
 static int net_fault_check_body(tst_ctx_t *ctx, const char *what, double bound_s, ccl_result_t want,
-                                const char *text)
+                                const char *text, int two_hosts)
 {
-    setenv("CCL_HOSTID", ctx->rank < 2 ? "test-node-a" : "test-node-b", 1);
+    if (two_hosts)
+        setenv("CCL_HOSTID", ctx->rank < 2 ? "test-node-a" : "test-node-b", 1);
     ccl_comm_t comm = tst_comm_init(ctx);
     size_t count = 1 << 18;
     float *buf = calloc(count, sizeof *buf);
@@ -320,7 +322,7 @@ static int net_fault_check_body(tst_ctx_t *ctx, const char *what, double bound_s
 
 static int net_fault_body(tst_ctx_t *ctx, const char *what, double bound_s)
 {
-    return net_fault_check_body(ctx, what, bound_s, CCL_SUCCESS, NULL);
+    return net_fault_check_body(ctx, what, bound_s, CCL_SUCCESS, NULL, 1);
 }
 
 /* A byte changed on the wire after its checksum (rank 2, host B, sends
@@ -329,7 +331,15 @@ static int net_fault_body(tst_ctx_t *ctx, const char *what, double bound_s)
 static int netcorrupt_body(tst_ctx_t *ctx, void *arg)
 {
     (void)arg;
-    return net_fault_check_body(ctx, "net corrupt", 10.0, CCL_ERR_CORRUPT, "data from rank 2 (");
+    return net_fault_check_body(ctx, "net corrupt", 10.0, CCL_ERR_CORRUPT, "data from rank 2 (", 1);
+}
+
+/* The same on one host through shared-memory FIFOs (CCL_CHECKSUM=2): rank
+ * 1's changed byte is named as data from rank 1 over shared memory. */
+static int shmcorrupt_body(tst_ctx_t *ctx, void *arg)
+{
+    (void)arg;
+    return net_fault_check_body(ctx, "shm corrupt", 10.0, CCL_ERR_CORRUPT, "over shared memory", 0);
 }
 
 static int netdrop_body(tst_ctx_t *ctx, void *arg)
@@ -753,6 +763,7 @@ static const scenario_t scenarios[] = {
     {"netdrop", 4, "CCL_FAULT=drop:rank=2:op=3 CCL_TIMEOUT=30", netdrop_body, -1},
     {"netstall", 4, "CCL_FAULT=stall:rank=2:op=2 CCL_TIMEOUT=4", netstall_body, -1},
     {"netcorrupt", 4, "CCL_CHECKSUM=1 CCL_FAULT=corrupt_wire:rank=2:op=3 CCL_TIMEOUT=30", netcorrupt_body, -1},
+    {"shmcorrupt", 4, "CCL_CHECKSUM=2 CCL_FAULT=corrupt_wire:rank=1:op=2 CCL_TIMEOUT=30", shmcorrupt_body, -1},
     {"badfault", 2, "CCL_FAULT=explode:rank=1", badfault_body, -1},
     {"verify", 4, "CCL_VERIFY=1 CCL_FAULT=corrupt:rank=1:op=2;corrupt:rank=1:op=4;corrupt:rank=1:op=6", verify_body,
      -1},
