@@ -48,7 +48,6 @@
 #include "base/param.h"
 #include "transport/net_bell.h"
 #include "transport/net_setup.h"
-#include "transport/net_socket_io.h"
 #include "transport/net_state.h"
 
 #include <ctype.h>
@@ -113,9 +112,8 @@ static void net_fail_call(net_t *net, net_conn_t *c, ccl_result_t code, const ch
             props.name = "?";
         snprintf(net->pending, sizeof net->pending,
                  "rank %d (%s): data from rank %d (%s) " ERR_CORRUPT_MARK " on the link %d->%d (net/%s, device 0 %s): %s",
-                 net->rank,
-                 net_peer_host(net, net->rank), c->peer, net_peer_host(net, c->peer), c->peer, net->rank, fn->name,
-                 props.name, err_message());
+                 net->rank, net_peer_host(net, net->rank), c->peer, net_peer_host(net, c->peer), c->peer, net->rank,
+                 fn->name, props.name, err_message());
     } else
         snprintf(net->pending, sizeof net->pending, "rank %d: %s rank %d (%s) failed: %s", net->rank, what, c->peer,
                  net_peer_host(net, c->peer), err_message());
@@ -700,10 +698,7 @@ void net_fault_stall(net_t *net, int64_t ms)
 
 void net_fault_corrupt_wire(net_t *net)
 {
-    /* Only the built-in plugin can be reached past the ABI. */
-    if (!net->plugin->dl && strcmp(net_fns(net)->name, "socket") == 0)
-        net_sock_io_fault_corrupt();
-    else
+    if (!net_plugin_fault_corrupt(net->plugin))
         LOG_WARN(SUB_ALL, "CCL_FAULT: corrupt_wire works on the built-in socket transport only, not on %s",
                  net_fns(net)->name);
 }

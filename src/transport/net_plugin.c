@@ -9,6 +9,7 @@
 #include "base/param.h"
 #include "transport/net_bell.h"
 #include "transport/net_socket.h" /* the built-in table: the only use of it outside the plugin */
+#include "transport/net_socket_io.h" /* and its fault hook */
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -215,4 +216,12 @@ void net_plugin_put(net_plugin_t *p)
         net_plugin_shared = NULL;
     }
     pthread_mutex_unlock(&net_plugin_lock);
+}
+
+int net_plugin_fault_corrupt(const net_plugin_t *plugin)
+{
+    if (plugin->net != &net_socket_plugin)
+        return 0;
+    net_sock_io_fault_corrupt();
+    return 1;
 }

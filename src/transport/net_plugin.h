@@ -42,5 +42,9 @@ void net_plugin_put(net_plugin_t *plugin);
  * name) so ccl_get_last_error shows it. The built-in plugin sets ccl's
  * message itself. Returns code. */
 ccl_result_t net_plugin_error(const net_plugin_t *plugin, ccl_result_t code);
+/* CCL_FAULT corrupt_wire: the built-in socket plugin's next message piece
+ * goes out with a byte changed after its checksum. Returns 0 (nothing
+ * done) for any other plugin: a fault cannot reach past the ABI. */
+int net_plugin_fault_corrupt(const net_plugin_t *plugin);
 
 #endif
