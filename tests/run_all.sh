@@ -413,7 +413,7 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
     net_port=$((20000 + RANDOM % 20000))
     net_perf=(-m host -b 8 -e 300K -f 37 -n 2 -w 1 -C all -d all -o all -c 1 -r -1)
     # map:algorithm:zero-copy threshold (1: every net send from the user
-    # buffer; empty: the default, above these sizes)
+    # buffer; empty: 0, every send through the FIFO)
     for case in "0,0,1,1::" "0,0,0,1:ring:" "0,0,0,1:hier:" "0,0,0,1:tree:" "0,0,0,1:rd:" "0,1,0,1::" \
                 "0,0,1,1::1" "0,1,0,1:hier:1"; do
         IFS=: read -r map algo zcopy <<<"$case"
@@ -422,7 +422,7 @@ if [[ -n "${mpirun_args+x}" && -x "$BUILD/bin/ccl-perf" ]]; then
             run_test "net/ccl-perf-nodes[$map${algo:+,$algo}${zcopy:+,zero-copy}]" mp \
             env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             HOSTMAP="$map" CCL_ALGO="$algo" CCL_COMM_ID="127.0.0.1:$net_port" \
-            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-1M}" CCL_VERIFY=1 CCL_CHECKSUM=1 \
+            CCL_NET_ZERO_COPY_THRESHOLD="${zcopy:-0}" CCL_VERIFY=1 CCL_CHECKSUM=1 \
             mpirun "${mpirun_args[@]}" -np 4 -x HOSTMAP -x CCL_ALGO -x CCL_COMM_ID -x CCL_NET_ZERO_COPY_THRESHOLD \
             -x CCL_VERIFY -x CCL_CHECKSUM \
             tests/net/fake_node.sh "$BUILD/bin/ccl-perf" "${net_perf[@]}"

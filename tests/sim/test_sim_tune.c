@@ -290,7 +290,7 @@ static void sim_case(const sim_case_t *c, sched_coll_t coll, double lo, double h
     }
     /* Slots as comm init cuts them: CCL_BUFFSIZE on one node, CCL_NET_BUFFSIZE across. */
     tune_links_t links = {.shm_bw = 5, .shm_lat = 0.3, .net_bw = c->net_bw, .net_lat = c->net_lat,
-                          .slot_bytes = c->nnodes > 1 ? 1 << 20 : 128 << 10};
+                          .slot_bytes = c->nnodes > 1 ? 256 << 10 : 128 << 10};
     tune_model_t m;
     if (tune_model_init(&m, &links, c->nranks, &lay) != CCL_SUCCESS) {
         fprintf(stderr, "model failed\n");
