@@ -141,6 +141,12 @@ static void net_close_comms(net_t *net)
     const ccl_net_v2_t *fn = net_fns(net);
     for (int i = 0; i < net->nconns; i++) {
         net_conn_t *c = &net->conns[i];
+        if (c->pcomm && c->mh && fn->dereg_mr(c->pcomm, c->mh) != CCL_SUCCESS)
+            net_plugin_error(net->plugin, CCL_ERR_SYSTEM); /* logged; the comm closes next */
+        c->mh = NULL;
+    }
+    for (int i = 0; i < net->nconns; i++) {
+        net_conn_t *c = &net->conns[i];
         if (c->pcomm)
             (c->is_send ? fn->close_send : fn->close_recv)(c->pcomm);
         /* A duplex comm is closed once: its recv entry follows. */
@@ -155,7 +161,7 @@ static void net_close_comms(net_t *net)
 static int net_post_slot(net_t *net, net_conn_t *c)
 {
     const ccl_net_v2_t *fn = net_fns(net);
-    void *req = NULL, *data = shm_slot_at(&c->end, c->posted);
+    void *req = NULL, *data = shm_slot_at(&c->end, c->posted), *mh = c->mh;
     uint32_t tag = c->posted;
     ccl_result_t res;
     if (c->is_send) {
@@ -165,11 +171,12 @@ static int net_post_slot(net_t *net, net_conn_t *c)
             shm_ref_t ref;
             memcpy(&ref, data, sizeof ref);
             data = (void *)(uintptr_t)ref.vaddr;
+            mh = NULL;
         }
-        res = fn->isend(c->pcomm, data, shm_slot_len_at(&c->end, c->posted), tag, NULL, &req);
+        res = fn->isend(c->pcomm, data, shm_slot_len_at(&c->end, c->posted), tag, mh, &req);
     } else {
         size_t size = net->slot_size;
-        res = fn->irecv(c->pcomm, 1, &data, &size, &tag, NULL, &req);
+        res = fn->irecv(c->pcomm, 1, &data, &size, &tag, &mh, &req);
     }
     if (res != CCL_SUCCESS) {
         net_fail_call(net, c, res, c->is_send ? "sending to" : "receiving from");
@@ -634,6 +641,14 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
         net_conn_t *c = &net->conns[i];
         shm_conn_t *exec_end = c->is_send ? &send_conns[c->peer] : &recv_conns[c->peer];
         CCL_TRY(shm_conn_create_local(exec_end, &c->end, c->is_send, nslots, slot_size, net_bell_ring_soft));
+        /* Slots registered once (RDMA plugins need it; the user buffers of
+         * zero-copy sends go unregistered, the plugin sees to them). */
+        res = net_plugin_error(net->plugin, fn->reg_mr(c->pcomm, c->end.slots, (size_t)nslots * slot_size,
+                                                       CCL_NET_PTR_HOST, &c->mh));
+        if (res != CCL_SUCCESS) {
+            err_prefix("rank %d: registering the FIFO to rank %d: ", rank, c->peer);
+            goto out;
+        }
     }
     int rc = pthread_create(&net->thread, NULL, net_proxy_main, net);
     if (rc != 0)

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "transport/net_bell.h"
+#include "transport/net_ib.h" /* the built-in ib plugin */
 #include "transport/net_socket.h" /* the built-in table: the only use of it outside the plugin */
 #include "transport/net_socket_io.h" /* and its fault hook */
 
@@ -147,29 +148,76 @@ ccl_result_t net_plugin_error(const net_plugin_t *p, ccl_result_t code)
     return err_set(code, "net plugin %s: %s", p->net->name, msg && msg[0] ? msg : ccl_get_error_string(code));
 }
 
+/* Initialises p->net (set already) and counts its devices. */
+static ccl_result_t net_plugin_start(net_plugin_t *p, int *inited)
+{
+    ccl_result_t res = net_plugin_error(p, p->v1 ? p->v1->init(net_plugin_log) : p->net->init(&net_plugin_callbacks));
+    if (res != CCL_SUCCESS) {
+        err_prefix("%s=%s: init failed: ", p->dl ? "CCL_NET_PLUGIN" : "CCL_NET", p->name);
+        return res;
+    }
+    *inited = 1;
+    return net_plugin_error(p, p->net->devices(&p->ndev));
+}
+
+/* CCL_NET: a built-in transport by name, or (empty) ib where it has an
+ * active port, else socket. why: what decided, for the INFO line. */
+static ccl_result_t net_plugin_builtin(net_plugin_t *p, int *inited, char *why, size_t whylen)
+{
+    ccl_result_t res = CCL_SUCCESS;
+    const char *want = param_str(PARAM_NET);
+    if (strcmp(want, "ucx") == 0)
+        return err_set(CCL_ERR_UNSUPPORTED, "CCL_NET=ucx: this ccl has no ucx transport yet; use ib or socket");
+    if (want[0] && strcmp(want, "ib") != 0 && strcmp(want, "socket") != 0)
+        return err_set(CCL_ERR_INVALID_ARGUMENT, "CCL_NET=%s: not ib, socket or ucx", want);
+    if (strcmp(want, "socket") != 0) {
+        snprintf(p->name, sizeof p->name, "ib");
+        p->net = &net_ib_plugin;
+        CCL_TRY(net_plugin_start(p, inited));
+        if (p->ndev > 0) {
+            snprintf(why, whylen, "%s%s", want[0] ? "CCL_NET=ib: " : "automatic: ", net_ib_why());
+            return CCL_SUCCESS;
+        }
+        if (want[0])
+            CCL_FAIL(CCL_ERR_UNSUPPORTED, "CCL_NET=ib: no usable InfiniBand/RoCE port: %s", net_ib_why());
+        snprintf(why, whylen, "automatic: no ib port (%s)", net_ib_why());
+        p->net->finalize();
+        *inited = 0;
+    } else {
+        snprintf(why, whylen, "CCL_NET=socket");
+    }
+    snprintf(p->name, sizeof p->name, "socket");
+    p->net = &net_socket_plugin;
+    CCL_TRY(net_plugin_start(p, inited));
+out:
+    return res;
+}
+
 ccl_result_t net_plugin_open(const char *name, net_plugin_t **out)
 {
     ccl_result_t res = CCL_SUCCESS;
     int inited = 0;
+    char why[320] = "";
     *out = NULL;
     net_plugin_t *p = calloc(1, sizeof *p);
     if (!p)
         return err_set(CCL_ERR_SYSTEM, "out of memory");
     if (!name)
         name = param_str(PARAM_NET_PLUGIN);
-    snprintf(p->name, sizeof p->name, "%s", name[0] ? name : "socket");
-    if (strcmp(p->name, "socket") == 0)
-        p->net = &net_socket_plugin;
-    else
-        CCL_TRY(net_plugin_load(p));
-    res = net_plugin_error(p, p->v1 ? p->v1->init(net_plugin_log) : p->net->init(&net_plugin_callbacks));
-    if (res != CCL_SUCCESS) {
-        err_prefix("CCL_NET_PLUGIN=%s: init failed: ", p->name);
-        goto out;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    if (!name[0]) {
+        CCL_TRY(net_plugin_builtin(p, &inited, why, sizeof why));
+    } else {
+        if (strcmp(p->name, "socket") == 0)
+            p->net = &net_socket_plugin;
+        else if (strcmp(p->name, "ib") == 0)
+            p->net = &net_ib_plugin;
+        else
+            CCL_TRY(net_plugin_load(p));
+        snprintf(why, sizeof why, "CCL_NET_PLUGIN=%s", p->name);
+        CCL_TRY(net_plugin_start(p, &inited));
     }
-    inited = 1;
-    CCL_TRY(net_plugin_error(p, p->net->devices(&p->ndev)));
-    LOG_INFO(SUB_INIT, "net: plugin %s (CCL_NET_PLUGIN=%s), %d device(s)", p->net->name, p->name, p->ndev);
+    LOG_INFO(SUB_INIT, "net: plugin %s (%s), %d device(s)", p->net->name, why, p->ndev);
     *out = p;
     p = NULL;
 out:

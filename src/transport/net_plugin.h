@@ -26,8 +26,10 @@ typedef struct {
     int ndev;                /* devices() after init */
 } net_plugin_t;
 
-/* Loads and initialises a plugin. name NULL means CCL_NET_PLUGIN; "" and
- * "socket" mean the built-in. Each open is matched by one net_plugin_close. */
+/* Loads and initialises a plugin. name NULL means CCL_NET_PLUGIN; "socket"
+ * and "ib" are the built-in ones; "" picks a built-in one by CCL_NET (ib
+ * where it finds an active port, else socket). Each open is matched by one
+ * net_plugin_close. */
 ccl_result_t net_plugin_open(const char *name, net_plugin_t **out);
 /* Calls finalize and unloads. The caller has closed every comm. */
 void net_plugin_close(net_plugin_t *plugin);

@@ -29,6 +29,7 @@ typedef struct {
     int peer;
     int is_send;
     void *pcomm;       /* the plugin's send or recv comm */
+    void *mh;          /* the FIFO slots registered on pcomm */
     shm_conn_t end;    /* the proxy's end of the FIFO; end.pos counts finished slots */
     uint32_t posted;   /* slots handed to the plugin */
     void *req[SHM_MAX_SLOTS];
