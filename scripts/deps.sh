@@ -3,7 +3,9 @@
 # installs what is missing. `make deps` runs it; `make run` and `make test`
 # depend on that, so it runs often and must be quick when nothing is missing.
 #
-#   to build       a C compiler (gcc, libc6-dev), make, hwloc (libhwloc-dev)
+#   to build       a C compiler (gcc, libc6-dev), make, hwloc (libhwloc-dev),
+#                  rdma-core's verbs headers (libibverbs-dev; libccl loads libibverbs
+#                  at run time, so without them it builds without the ib transport)
 #   for the tests  cmocka (libcmocka-dev), Open MPI (openmpi-bin, libopenmpi-dev),
 #                  ip (iproute2), pkg-config, clang with libFuzzer for the fuzz
 #                  targets (clang, libclang-rt-dev)
@@ -106,6 +108,7 @@ check_all() {
     need build "C compiler ($CC_CMD)" test "$cc_ok" = 1 -- gcc libc6-dev
     need build "make" have_cmd make -- make
     need build "hwloc (hwloc.h, -lhwloc) for topology discovery" have_header hwloc.h -lhwloc -- libhwloc-dev
+    need build "rdma-core's verbs headers (infiniband/verbs.h) for the ib transport" have_header infiniband/verbs.h -- libibverbs-dev
     need test "cmocka (cmocka.h, -lcmocka) for the unit tests" have_header cmocka.h -lcmocka -- libcmocka-dev
     need test "mpirun for the MPI cross-checks" have_cmd mpirun -- openmpi-bin
     need test "$MPICC_CMD for the MPI cross-checks" have_cmd "$MPICC_CMD" -- libopenmpi-dev
