@@ -19,7 +19,8 @@
  * multiplication factor; K/M/G suffixes), -t bytes per round, -w messages
  * in flight, -r rounds, -n sockets per thread and -T helper threads (the
  * socket plugin's CCL_NSOCKS_PERTHREAD / CCL_SOCKET_NTHREADS, applied to
- * both ends), -P plugin (CCL_NET_PLUGIN). Interfaces follow
+ * both ends), -P plugin (CCL_NET_PLUGIN; ib for the InfiniBand/RoCE one;
+ * buffers are registered once, as ccl registers its FIFOs). Interfaces follow
  * CCL_SOCKET_IFNAME, for the plugin and the TCP stream alike.
  *
  * A side waiting for its requests calls test() a few times back to back,
@@ -78,6 +79,8 @@ typedef struct {
     void *comm;           /* send comm (client) or recv comm (server) */
     void *listen;
     char *buf;            /* window x largest size */
+    size_t buf_len;
+    void *mh;             /* buf registered on comm (RDMA plugins need it) */
 } nb_side_t;
 
 static void nb_die(const char *what)
@@ -133,8 +136,8 @@ static void nb_plugin_round(nb_side_t *s, int is_send, size_t size, uint64_t tot
             uint64_t deadline = nb_deadline();
             while (!*r) {
                 uint32_t tag = (uint32_t)posted;
-                ccl_result_t rc = is_send ? n->isend(s->comm, b, size, tag, NULL, r)
-                                          : n->irecv(s->comm, 1, (void **)&b, &size, &tag, NULL, r);
+                ccl_result_t rc = is_send ? n->isend(s->comm, b, size, tag, s->mh, r)
+                                          : n->irecv(s->comm, 1, (void **)&b, &size, &tag, &s->mh, r);
                 if (rc != CCL_SUCCESS)
                     nb_die(is_send ? "isend" : "irecv");
                 if (!*r && clock_now_ns() > deadline)
@@ -230,7 +233,8 @@ static void nb_open_plugin(nb_side_t *s, const nb_config_t *cfg)
         fprintf(stderr, "net-bench: the net plugin has no device\n");
         exit(1);
     }
-    s->buf = malloc((size_t)cfg->window * nb_max_size(cfg));
+    s->buf_len = (size_t)cfg->window * nb_max_size(cfg);
+    s->buf = malloc(s->buf_len);
     if (!s->buf)
         nb_die("malloc");
     memset(s->buf, 0x5a, (size_t)cfg->window * nb_max_size(cfg));
@@ -264,6 +268,7 @@ static void nb_server(int lfd)
         if (!s.comm && clock_now_ns() > deadline)
             nb_die("no connection from the client");
     }
+    NB_CHECK(n->reg_mr(s.comm, s.buf, s.buf_len, CCL_NET_PTR_HOST, &s.mh), "reg_mr");
     NB_CHECK(sock_accept(tl, nb_deadline(), &s.tcp), "accept (tcp)");
     nb_blocking(s.tcp);
     sock_close(&tl);
@@ -283,6 +288,7 @@ static void nb_server(int lfd)
         double used = nb_cpu_s() - c0; /* the acknowledgement */
         NB_CHECK(sock_send_all(s.ctl, &used, sizeof used, nb_deadline()), "control");
     }
+    NB_CHECK(n->dereg_mr(s.comm, s.mh), "dereg_mr");
     n->close_recv(s.comm);
     n->close_listen(s.listen);
     net_plugin_close(s.plugin);
@@ -306,6 +312,7 @@ static void nb_client(const sock_addr_t *server, nb_config_t *cfg)
         if (!s.comm && clock_now_ns() > deadline)
             nb_die("connect did not complete");
     }
+    NB_CHECK(n->reg_mr(s.comm, s.buf, s.buf_len, CCL_NET_PTR_HOST, &s.mh), "reg_mr");
     NB_CHECK(sock_connect(&setup.tcp, nb_deadline(), &s.tcp), "connect (tcp)");
     nb_blocking(s.tcp);
 
@@ -338,12 +345,13 @@ static void nb_client(const sock_addr_t *server, nb_config_t *cfg)
             tmax = tr[r] > tmax ? tr[r] : tmax;
         }
         double pm = nb_median(pr, (int)cfg->rounds), tm = nb_median(tr, (int)cfg->rounds);
-        printf("  %10llu %10.3f %10.3f %10.3f %10.3f %6.0f%% %11.3f %11.3f\n", (unsigned long long)cfg->sizes[i], pm,
+        printf("  %10llu %10.4g %10.4g %10.4g %10.4g %6.0f%% %11.3f %11.3f\n", (unsigned long long)cfg->sizes[i], pm,
                pmax, tm, tmax, 100.0 * pm / tm, nb_median(pc, (int)cfg->rounds), nb_median(tc, (int)cfg->rounds));
         fflush(stdout);
     }
     char stop = -1;
     NB_CHECK(sock_send_all(s.ctl, &stop, 1, nb_deadline()), "control");
+    NB_CHECK(n->dereg_mr(s.comm, s.mh), "dereg_mr");
     n->close_send(s.comm);
     net_plugin_close(s.plugin);
     sock_close(&s.tcp);
