@@ -547,8 +547,10 @@ static ccl_result_t ib_close_listen(void *listen_comm)
 
 static ccl_result_t ib_finalize(void)
 {
-    if (ib_g.v)
+    if (ib_g.v) {
+        ib_mr_cache_clear();
         ib_dev_close_all(ib_g.v, ib_g.dev, ib_g.ndev);
+    }
     for (int i = 0; i < ib_g.ndev; i++)
         pthread_mutex_destroy(&ib_g.async[i].lock);
     ib_g.ndev = 0;

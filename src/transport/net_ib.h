@@ -120,6 +120,7 @@ typedef struct {
     size_t size;           /* send: bytes; recv: bytes arrived (from piece 0) */
     size_t posted;         /* recv: the buffer's size */
     struct ibv_mr *own_mr; /* registered for this request alone */
+    void *cached;          /* a registration cache entry held (net_ib_mr.c) */
     struct ib_comm *comm;
 } ib_req_t;
 
@@ -170,6 +171,13 @@ const char *ib_conn_info_check(const ib_conn_info_t *info, uint64_t listen_id);
 /* Our queue pairs to RTR and RTS, aimed at the peer's (same count). */
 ccl_result_t ib_comm_connect_qps(ib_comm_t *c, uint32_t psn, const ib_qp_params_t *qp, const ib_conn_info_t *peer);
 const ib_verbs_t *ib_verbs(void);
+/* The cached registration of a ccl_mem_alloc buffer holding [data,
+ * data + size) on dev: 1 with *mr and a token to put back when the request
+ * is done, 0 when the range is not such a buffer (net_ib_mr.c). */
+int ib_mr_cache_get(const ib_dev_t *dev, const void *data, size_t size, struct ibv_mr **mr, void **token);
+void ib_mr_cache_put(void *token);
+/* Deregisters every cached region (finalize). */
+void ib_mr_cache_clear(void);
 
 ccl_result_t ib_isend(void *comm, const void *data, size_t size, uint32_t tag, void *mhandle, void **request);
 ccl_result_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, const uint32_t *tags, void **mhandles,

@@ -60,6 +60,8 @@ static ccl_result_t ib_req_mr(ib_comm_t *c, ib_req_t *r, void *data, size_t size
         *mr = m;
         return CCL_SUCCESS;
     }
+    if (ib_mr_cache_get(c->dev, data, size, mr, &r->cached))
+        return CCL_SUCCESS;
     return ib_req_register(c, r, data, size, mr);
 }
 
@@ -67,7 +69,9 @@ static void ib_req_release(ib_req_t *r)
 {
     if (r->own_mr)
         ib_verbs()->dereg_mr(r->own_mr);
+    ib_mr_cache_put(r->cached);
     r->own_mr = NULL;
+    r->cached = NULL;
     r->state = IB_REQ_FREE;
 }
 

@@ -32,9 +32,11 @@ void ib_comm_destroy(ib_comm_t *c)
             v->destroy_qp(c->qp[q]);
     if (c->cq)
         v->destroy_cq(c->cq);
-    for (int i = 0; i < IB_NREQ; i++)
+    for (int i = 0; i < IB_NREQ; i++) {
         if (c->req[i].own_mr)
             v->dereg_mr(c->req[i].own_mr);
+        ib_mr_cache_put(c->req[i].cached);
+    }
     if (c->fifo_mr)
         v->dereg_mr(c->fifo_mr);
     free(c->fifo);
