@@ -195,6 +195,9 @@ ccl_result_t topo_path(const topo_t *topo, int from, int to, unsigned flags, top
  * first, then the most bandwidth (path bottleneck and NIC speed), then the
  * least latency, then the lowest index. *nic = -1 when there is no NIC. */
 ccl_result_t topo_nic_closest(const topo_t *topo, int from, int *nic);
+/* The same among several equally close NICs (rails): the rail-th of them
+ * in index order, modulo their number. */
+ccl_result_t topo_nic_closest_rail(const topo_t *topo, int from, int rail, int *nic);
 /* The NUMA node local to a node (index), -1 if none. */
 int topo_local_numa(const topo_t *topo, int node);
 
@@ -202,6 +205,8 @@ int topo_local_numa(const topo_t *topo, int node);
  * with use_gpus and GPUs present, GPU local_rank % ngpus, its NUMA node and
  * the NIC closest to it; otherwise ranks are spread over NUMA nodes in
  * blocks (rank r of n gets NUMA r * nnuma / n) with the NIC closest to it.
+ * Ranks sharing a GPU or NUMA node take turns among the NICs equally close
+ * to it (rails).
  * cpus is the local NUMA node's PU list. */
 typedef struct {
     int gpu, numa, nic;

@@ -385,35 +385,54 @@ out:
     return res;
 }
 
-ccl_result_t topo_nic_closest(const topo_t *topo, int from, int *nic)
+/* Whether NIC path (type, bw, lat) a is better than b, for topo_nic_closest. */
+static int topo_nic_better(topo_path_type_t ta, double bwa, double lata, topo_path_type_t tb, double bwb, double latb)
+{
+    return ta < tb || (ta == tb && bwa > bwb) || (ta == tb && bwa == bwb && lata < latb);
+}
+
+ccl_result_t topo_nic_closest_rail(const topo_t *topo, int from, int rail, int *nic)
 {
     ccl_result_t res = CCL_SUCCESS;
     topo_path_t *p = NULL;
-    if (!topo || !nic)
-        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "topo_nic_closest: NULL argument");
+    int *tied = NULL, ntied = 0;
+    if (!topo || !nic || rail < 0)
+        CCL_FAIL(CCL_ERR_INVALID_ARGUMENT, "topo_nic_closest: NULL argument or rail %d", rail);
     *nic = -1;
+    int nnics = topo->count[TOPO_NODE_NIC];
     p = malloc(sizeof *p);
-    if (!p)
+    tied = malloc(sizeof *tied * (size_t)(nnics > 0 ? nnics : 1));
+    if (!p || !tied)
         CCL_FAIL(CCL_ERR_SYSTEM, "topo_nic_closest: out of memory");
     topo_path_type_t best_type = TOPO_PATH_NONE;
     double best_bw = 0, best_lat = 0;
-    for (int i = 0; i < topo->count[TOPO_NODE_NIC]; i++) {
+    for (int i = 0; i < nnics; i++) {
         int idx = topo->by_type[TOPO_NODE_NIC][i];
         CCL_TRY(topo_path(topo, from, idx, 0, p));
         if (p->type == TOPO_PATH_NONE)
             continue;
         double bw = fmin(p->bw, topo->nodes[idx].speed_gbps / 8);
-        if (*nic < 0 || p->type < best_type || (p->type == best_type && bw > best_bw) ||
-            (p->type == best_type && bw == best_bw && p->lat < best_lat)) {
-            *nic = idx;
+        if (ntied == 0 || topo_nic_better(p->type, bw, p->lat, best_type, best_bw, best_lat)) {
+            ntied = 0;
             best_type = p->type;
             best_bw = bw;
             best_lat = p->lat;
+        } else if (topo_nic_better(best_type, best_bw, best_lat, p->type, bw, p->lat)) {
+            continue;
         }
+        tied[ntied++] = idx; /* in index order: rail 0 is the lowest */
     }
+    if (ntied > 0)
+        *nic = tied[rail % ntied];
 out:
+    free(tied);
     free(p);
     return res;
+}
+
+ccl_result_t topo_nic_closest(const topo_t *topo, int from, int *nic)
+{
+    return topo_nic_closest_rail(topo, from, 0, nic);
 }
 
 ccl_result_t topo_rank_affinity(const topo_t *topo, int local_rank, int local_nranks, int use_gpus,
@@ -427,21 +446,27 @@ ccl_result_t topo_rank_affinity(const topo_t *topo, int local_rank, int local_nr
     *out = (topo_affinity_t){.gpu = -1, .numa = -1, .nic = -1, .cpus = ""};
     int ngpus = topo->count[TOPO_NODE_GPU], nnuma = topo->count[TOPO_NODE_NUMA];
     int anchor = -1; /* what the NIC should be close to */
+    int rail = 0;    /* this rank's place among the ranks of that anchor */
     if (use_gpus && ngpus > 0) {
         out->gpu = topo->by_type[TOPO_NODE_GPU][local_rank % ngpus];
         out->numa = topo->nodes[out->gpu].numa;
         anchor = out->gpu;
+        rail = local_rank / ngpus;
     } else if (nnuma > 0) {
         /* Blocks rather than round robin: neighbouring ranks, which talk
          * most in rings and chains, share a NUMA node. */
         int i = (int)((int64_t)local_rank * nnuma / local_nranks);
         out->numa = topo->by_type[TOPO_NODE_NUMA][i];
         anchor = out->numa;
+        while (rail < local_rank && (int)((int64_t)(local_rank - rail - 1) * nnuma / local_nranks) == i)
+            rail++;
     }
     if (out->numa >= 0)
         out->cpus = topo->nodes[out->numa].cpus;
+    /* Ranks that share an anchor spread over the NICs equally close to it
+     * (rails), so that two NICs on a NUMA node both carry traffic. */
     if (anchor >= 0)
-        CCL_TRY(topo_nic_closest(topo, anchor, &out->nic));
+        CCL_TRY(topo_nic_closest_rail(topo, anchor, rail, &out->nic));
 out:
     return res;
 }

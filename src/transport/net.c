@@ -47,6 +47,7 @@
 #include "base/log.h"
 #include "base/param.h"
 #include "transport/net_bell.h"
+#include "transport/net_dev.h"
 #include "transport/net_setup.h"
 #include "transport/net_state.h"
 
@@ -621,7 +622,16 @@ ccl_result_t net_create(bs_t *bs, int rank, int nranks, const int *remote, uint3
     if (net->plugin->ndev < 1)
         CCL_FAIL(CCL_ERR_SYSTEM, "rank %d: net plugin %s found no network device (check CCL_SOCKET_IFNAME), "
                  "but ranks on other hosts need one", rank, fn->name);
-    res = net_plugin_error(net->plugin, fn->listen(0, rank, handles + (size_t)rank * CCL_NET_HANDLE_MAXSIZE,
+    int local_rank = 0, nlocal = 0;
+    for (int q = 0; q < nranks; q++) {
+        nlocal += !remote[q];
+        local_rank += !remote[q] && q < rank;
+    }
+    char why[256];
+    CCL_TRY(net_dev_pick(net->plugin, local_rank, nlocal, &net->dev, why, sizeof why));
+    if (net->plugin->ndev > 1)
+        LOG_INFO(SUB_NET, "rank %d: net device %d of %d: %s", rank, net->dev, net->plugin->ndev, why);
+    res = net_plugin_error(net->plugin, fn->listen(net->dev, rank, handles + (size_t)rank * CCL_NET_HANDLE_MAXSIZE,
                                                    &listen_comm));
     if (res != CCL_SUCCESS) {
         err_prefix("rank %d: net listen: ", rank);

@@ -62,7 +62,7 @@ ccl_result_t net_setup_conns(net_t *net, bs_t *bs, void *listen_comm, char *hand
             if (net->duplex && c->peer < net->rank)
                 continue; /* it connects to us */
             if (!c->pcomm) {
-                res = fn->connect(0, net->rank, handles + (size_t)c->peer * CCL_NET_HANDLE_MAXSIZE, &c->pcomm);
+                res = fn->connect(net->dev, net->rank, handles + (size_t)c->peer * CCL_NET_HANDLE_MAXSIZE, &c->pcomm);
                 if (res != CCL_SUCCESS) {
                     net_plugin_error(net->plugin, res);
                     err_prefix("rank %d: connecting to rank %d (%s): ", net->rank, c->peer, net_peer_host(net, c->peer));

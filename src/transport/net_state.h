@@ -50,6 +50,7 @@ typedef struct {
 
 struct net {
     net_plugin_t *plugin;
+    int dev;                 /* the plugin device this rank listens and connects on (net_dev.h) */
     int rank, nranks;
     const bs_peer_t *peers;
     net_conn_t *conns;       /* nconns: for each remote peer, its send then its recv */

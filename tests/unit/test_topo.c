@@ -35,6 +35,7 @@
 
 #include "base/err.h"
 #include "topo/topo.h"
+#include "transport/net_dev.h"
 
 /* LeakSanitizer (make SANITIZE=address): hwloc's PCI discovery of a live
  * machine (its pci plugin, over libpciaccess) leaves ~1 KB per load that
@@ -254,6 +255,60 @@ static void test_dgx2_paths(void **state)
     topo_free(t);
 }
 
+/* ---- which net device a rank uses (transport/net_dev.c) -------------------------- */
+
+static void test_net_dev_choice(void **state)
+{
+    (void)state;
+    char why[256];
+    assert_true(net_dev_path_has_busid("/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.0", "0000:03:00.0"));
+    assert_true(net_dev_path_has_busid("/sys/devices/pci0000:00/0000:00:03.0/virtio0", "0000:00:03.0"));
+    assert_true(net_dev_path_has_busid("/sys/devices/pci0000:80/0000:80:03.0/0000:84:00.0", "0000:84:00.0"));
+    assert_true(net_dev_path_has_busid("/sys/devices/pci0000:80/0000:80:03.0/0000:84:0A.0", "0000:84:0a.0"));
+    assert_false(net_dev_path_has_busid("/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.1", "0000:03:00.0"));
+    assert_false(net_dev_path_has_busid("/sys/devices/pci0000:00/0000:00:02.0/0000:03:00.01", "0000:03:00.0"));
+    assert_false(net_dev_path_has_busid(NULL, "0000:03:00.0"));
+    assert_false(net_dev_path_has_busid("/sys/devices/x", ""));
+
+    /* One device, or no topology: device 0. */
+    const char *one[] = {"/sys/devices/pci0000:00/0000:00:03.0"};
+    assert_int_equal(net_dev_choose(NULL, one, 1, 0, 1, why, sizeof why), 0);
+    const char *two[] = {"/a/0000:01:00.0", "/a/0000:02:00.0"};
+    assert_int_equal(net_dev_choose(NULL, two, 2, 1, 2, why, sizeof why), 0);
+
+    /* The 2-socket node: every rank's closest NIC is the mlx5 HCA (RDMA,
+     * 100 Gb/s), whichever device index the plugin gives it. */
+    topo_t *t = load_or_skip(TWO_SOCKET);
+    const topo_node_t *hca = topo_find(t, "mlx5_0");
+    assert_non_null(hca);
+    char hca_path[128];
+    snprintf(hca_path, sizeof hca_path, "/sys/devices/pci0000:80/0000:80:02.0/%s", hca->busid);
+    const char *paths[] = {"/sys/devices/pci0000:00/0000:00:19.0", NULL, hca_path};
+    for (int r = 0; r < 4; r++) {
+        assert_int_equal(net_dev_choose(t, paths, 3, r, 4, why, sizeof why), 2);
+        assert_non_null(strstr(why, "mlx5_0"));
+    }
+    /* The HCA is not among the plugin's devices: the first. */
+    const char *no_hca[] = {"/sys/devices/pci0000:00/0000:00:19.0", "/x/0000:ff:00.0"};
+    assert_int_equal(net_dev_choose(t, no_hca, 2, 1, 4, why, sizeof why), 0);
+    topo_free(t);
+
+    /* Four NUMA nodes of two Ethernet NICs each: no RDMA, so the first
+     * device, however close another NIC is (its network may be another). */
+    t = load_or_skip(FOUR_NODE);
+    const char *eths[8];
+    char eth_paths[8][96];
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "eth%d", i);
+        snprintf(eth_paths[i], sizeof eth_paths[i], "/sys/devices/pci0000:00/%s", topo_find(t, name)->busid);
+        eths[i] = eth_paths[i];
+    }
+    assert_int_equal(net_dev_choose(t, eths, 8, 5, 8, why, sizeof why), 0);
+    assert_non_null(strstr(why, "no RDMA"));
+    topo_free(t);
+}
+
 /* ---- the 2-socket node with an mlx5 HCA ------------------------------------------ */
 
 static void test_two_socket_hca(void **state)
@@ -342,12 +397,24 @@ static void test_four_node_nics(void **state)
         char eth[8];
         snprintf(eth, sizeof eth, "eth%d", 2 * k);
         assert_string_equal(closest_nic(t, numa->name), eth);
-        /* A rank on this NUMA node gets its NIC; ranks spread in blocks. */
+        /* A rank on this NUMA node gets its NIC; ranks spread in blocks,
+         * and the two ranks of a block take its two NICs (rails). */
         topo_affinity_t a;
-        assert_int_equal(topo_rank_affinity(t, 2 * k + 1, 8, 1, &a), CCL_SUCCESS);
+        assert_int_equal(topo_rank_affinity(t, 2 * k, 8, 1, &a), CCL_SUCCESS);
         assert_int_equal(a.gpu, -1);
         assert_int_equal(a.numa, numa->index);
         assert_string_equal(t->nodes[a.nic].name, eth);
+        snprintf(eth, sizeof eth, "eth%d", 2 * k + 1);
+        assert_int_equal(topo_rank_affinity(t, 2 * k + 1, 8, 1, &a), CCL_SUCCESS);
+        assert_int_equal(a.numa, numa->index);
+        assert_string_equal(t->nodes[a.nic].name, eth);
+        /* 16 ranks: four per NUMA node, alternating its two NICs. */
+        for (int r = 0; r < 4; r++) {
+            snprintf(eth, sizeof eth, "eth%d", 2 * k + r % 2);
+            assert_int_equal(topo_rank_affinity(t, 4 * k + r, 16, 0, &a), CCL_SUCCESS);
+            assert_int_equal(a.numa, numa->index);
+            assert_string_equal(t->nodes[a.nic].name, eth);
+        }
     }
     /* NUMA distances 10/26: every remote NIC is one SMP hop away. */
     assert_non_null(t->numa_dist);
@@ -720,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_dgx2),
         cmocka_unit_test(test_dgx2_paths),
         cmocka_unit_test(test_two_socket_hca),
+        cmocka_unit_test(test_net_dev_choice),
         cmocka_unit_test(test_four_node_nics),
         cmocka_unit_test(test_hp_two_socket),
         cmocka_unit_test(test_live),
