@@ -1,6 +1,6 @@
 # ccl build. GNU make, no generator.
 #
-#   make                 libccl.so (versioned soname), libccl.a, ccl-perf
+#   make                 libccl.so (versioned soname), libccl.a, ccl-perf, libnccl.so.2 (docs/nccl.md)
 #   make run             build, then ccl-perf on local ranks (the README's first command)
 #   make test            build everything and run the whole test suite, plus a
 #                        short AddressSanitizer pass (ASAN_PASS=0: without it)
@@ -43,6 +43,8 @@
 #   tools/ccl_info.c       -> build/bin/ccl-info (prints the topology)
 #   tests/fuzz/fuzz_*.c    -> build/fuzz/bin/<name> (libFuzzer, clang only; `make fuzz`)
 #   tests/gpu/*.c          -> build/tests/gpu/<name> (CUDA=1 only; run by tests/gpu/run.sh)
+#   src/nccl/*.c           -> build/lib/libnccl.so.2, NCCL's ABI over ccl (not in libccl)
+#   tests/nccl/*.c         -> build/tests/nccl/<name> (against NVIDIA's nccl.h, run by tests/nccl/run.sh)
 
 PREFIX   ?= /usr/local
 SANITIZE ?=
@@ -138,7 +140,9 @@ HWLOC_LIBS   := $(shell pkg-config --libs hwloc 2>/dev/null || echo -lhwloc)
 CFLAGS  := $(CFLAGS_BASE) $(CUDA_CFLAGS) $(HWLOC_CFLAGS) $(CFLAGS_EXTRA)
 LDLIBS  := $(CUDA_LIBS) $(HWLOC_LIBS) -pthread -lrt -lm -ldl
 
-LIB_SRC  := $(sort $(wildcard src/*/*.c)) $(LIB_MOCK)
+# src/nccl/ is a layer above the public API with a library of its own
+# (libnccl.so.2, below), not part of libccl.
+LIB_SRC  := $(sort $(filter-out src/nccl/%,$(wildcard src/*/*.c))) $(LIB_MOCK)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(LIB_CU:%.cu=$(BUILD)/obj/%.cu.o)
 
 LIB_SO   := $(BUILD)/lib/libccl.so.$(VERSION)
@@ -235,6 +239,37 @@ $(LIB_A): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@
 	ar rcs $@ $^
+
+# libnccl.so.2 (src/nccl/, docs/nccl.md): NCCL 2.28's ABI over ccl's public
+# API, so programs built against NVIDIA's nccl.h run on ccl. libccl.a is
+# linked into it: a drop-in is one file an application finds through
+# LD_LIBRARY_PATH in place of NVIDIA's, with no libccl.so.0 to find beside
+# it. The version script exports nccl* and pnccl* unversioned, as NVIDIA's
+# library does, and hides the rest (ccl_*, the CUDA runtime).
+NCCL_SRC := $(sort $(wildcard src/nccl/*.c))
+NCCL_OBJ := $(NCCL_SRC:%.c=$(BUILD)/obj/%.o)
+NCCL_SO  := $(BUILD)/lib/libnccl.so.2
+lib: $(NCCL_SO)
+$(NCCL_SO): $(NCCL_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	printf '{ global: nccl*; pnccl*; local: *; };\n' >$@.map
+	$(CC) -shared $(OPT) $(NO_LTO) -Wl,-soname,libnccl.so.2 -Wl,--no-undefined -Wl,--exclude-libs,ALL \
+	    -Wl,--version-script=$@.map $(LDFLAGS_SAN) -o $@ $(NCCL_OBJ) $(LIB_A) $(LDLIBS)
+	ln -sf libnccl.so.2 $(BUILD)/lib/libnccl.so
+# Tests of the ABI: compiled against NVIDIA's nccl.h (types and prototypes
+# only; nothing of NVIDIA's is linked) and linked to ours, with an RPATH
+# (not RUNPATH: LD_LIBRARY_PATH cannot put NVIDIA's library first) to
+# build/lib. Built where CUDA's headers are.
+NCCL_H_DIR := $(firstword $(patsubst %/nccl.h,%,$(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h)))
+NCCL_TEST_SRC := $(sort $(wildcard tests/nccl/test_*.c))
+NCCL_TEST_HELPERS := $(filter-out $(NCCL_TEST_SRC),$(sort $(wildcard tests/nccl/*.c)))
+NCCL_TEST_BIN := $(if $(NCCL_H_DIR),$(NCCL_TEST_SRC:tests/nccl/%.c=$(BUILD)/tests/nccl/%))
+tests: $(NCCL_TEST_BIN)
+$(BUILD)/tests/nccl/%: tests/nccl/%.c $(NCCL_TEST_HELPERS) $(wildcard tests/nccl/*.h) $(NCCL_SO)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Wno-unused-parameter -pthread -I$(NCCL_H_DIR) \
+	    -I$(CUDA_HOME)/include $(filter -fsanitize=%,$(CFLAGS)) $(LDFLAGS_SAN) -o $@ $< $(NCCL_TEST_HELPERS) \
+	    -L$(BUILD)/lib -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN/../../lib' -lnccl -lm
 
 # Binaries link the static library so they run from the build tree without
 # LD_LIBRARY_PATH; installed users link either.
@@ -450,8 +485,11 @@ install: lib perf $(BUILD)/bin/ccl-info
 	install -m 0755 $(BUILD)/bin/ccl-info $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@CUDA_LIBS@|$(if $(CUDA_LIBS), $(CUDA_LIBS))|' ccl.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ccl.pc
+	install -m 0755 $(NCCL_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libnccl.so.2 $(DESTDIR)$(PREFIX)/lib/libnccl.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ccl-nccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ccl-nccl.pc
 
 clean:
 	rm -rf $(BUILD)
 
--include $(LIB_OBJ:.o=.d) $(wildcard $(FUZZ_DIR)/obj/src/*/*.d)
+-include $(LIB_OBJ:.o=.d) $(NCCL_OBJ:.o=.d) $(wildcard $(FUZZ_DIR)/obj/src/*/*.d)

@@ -6,7 +6,9 @@
 # Rules:
 #  1. Layers. A file includes headers of its own folder or of a lower
 #     layer only:
-#        base  <  bootstrap, device, algos  <  topo  <  transport  <  exec  <  core
+#        base  <  bootstrap, device, algos  <  topo  <  transport  <  exec  <  core  <  nccl
+#     src/nccl (the NCCL ABI) is built on the public API alone: it may
+#     include no header of another folder of src/.
 #     (src/base depends on nothing else in src/). One exception: the
 #     executors read the communicator they run on, so exec/ may include
 #     core/communicator.h, the header that defines it (and declares no
@@ -44,6 +46,7 @@ layer_rank() {
     transport) echo 3 ;;
     exec) echo 4 ;;
     core) echo 5 ;;
+    nccl) echo 6 ;;
     *) echo -1 ;;
     esac
 }
@@ -62,6 +65,10 @@ for f in "${files[@]}"; do
         [[ "$inc" == */* && -e "src/$inc" ]] || continue
         [[ "$to" == "$from" ]] && continue
         [[ "$from" == exec && "$inc" == core/communicator.h ]] && continue
+        if [[ "$from" == nccl ]]; then
+            breach "$f includes $inc: src/nccl/ is built on include/ccl.h alone"
+            continue
+        fi
         rt=$(layer_rank "$to")
         if [[ $rt -ge $rf ]]; then
             breach "$f includes $inc: src/$to/ is not below src/$from/"

@@ -13,10 +13,14 @@
 #   - the same program linked against libccl.a plus Libs.private has no
 #     libccl dependency and runs too, and the archive holds no LTO bytecode
 #     (make install strips it: another GCC's -flto link would refuse it);
-#   - ccl.h compiles as C++, when a C++ compiler exists.
+#   - ccl.h compiles as C++, when a C++ compiler exists;
+#   - libnccl.so.2 (docs/nccl.md) is installed with its soname, libnccl.so
+#     and ccl-nccl.pc, and exports nccl*/pnccl* only; where NVIDIA's nccl.h
+#     is ($CUDA_HOME/include), a program built against it with
+#     `pkg-config --libs ccl-nccl` loads PREFIX/lib's and runs an allreduce.
 # Prints one line per check; exits non-zero at the first failure.
 #
-# Environment: CC (default cc), CXX (default c++).
+# Environment: CC (default cc), CXX (default c++), CUDA_HOME (/usr/local/cuda).
 set -euo pipefail
 
 if [[ $# -ne 1 ]]; then
@@ -174,5 +178,42 @@ if command -v "$CXX" >/dev/null 2>&1; then
     ok "ccl.h compiles as C++"
 else
     echo "skip ccl.h as C++ ($CXX not found)"
+fi
+# ---- NCCL ABI ------------------------------------------------------------------------
+for f in lib/libnccl.so.2 lib/libnccl.so lib/pkgconfig/ccl-nccl.pc; do
+    [[ -e $PREFIX/$f ]] || die "$PREFIX/$f is missing"
+done
+soname=$(readelf -d "$LIBDIR/libnccl.so.2" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[[ $soname == libnccl.so.2 ]] || die "soname of libnccl.so.2 is '$soname'"
+others=$(nm -D --defined-only "$LIBDIR/libnccl.so.2" | awk '$3 !~ /^p?nccl/ { print $3 }' | head -n 3)
+[[ -z $others ]] || die "libnccl.so.2 exports more than nccl*/pnccl*: $others"
+ok "libnccl.so.2: soname, libnccl.so, ccl-nccl.pc, only nccl*/pnccl* exported"
+nccl_inc=${CUDA_HOME:-/usr/local/cuda}/include
+if [[ -f $nccl_inc/nccl.h ]]; then
+    cat >"$WORK/nccl_prog.c" <<'PROG'
+#include <nccl.h>
+int main(void)
+{
+    ncclComm_t comms[2];
+    float buf[2][3] = {{1, 2, 3}, {10, 20, 30}};
+    if (ncclCommInitAll(comms, 2, NULL) != ncclSuccess || ncclGroupStart() != ncclSuccess)
+        return 1;
+    for (int r = 0; r < 2; r++)
+        ncclAllReduce(buf[r], buf[r], 3, ncclFloat32, ncclSum, comms[r], NULL);
+    if (ncclGroupEnd() != ncclSuccess || buf[1][2] != 33)
+        return 1;
+    return ncclCommDestroy(comms[0]) != ncclSuccess || ncclCommDestroy(comms[1]) != ncclSuccess;
+}
+PROG
+    read -ra nccl_libs <<<"$(pkg-config --libs ccl-nccl)"
+    "$CC" -o "$WORK/nccl_prog" "$WORK/nccl_prog.c" -I"$nccl_inc" "${nccl_libs[@]}" ||
+        die "a program against nccl.h with \$(pkg-config --libs ccl-nccl) did not build"
+    loaded=$(LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/nccl_prog" | awk '$1 == "libnccl.so.2" { print $3 }')
+    [[ $(readlink -f "$loaded") == $(readlink -f "$LIBDIR/libnccl.so.2") ]] ||
+        die "libnccl.so.2 resolves to '$loaded', not $LIBDIR/libnccl.so.2"
+    LD_LIBRARY_PATH="$LIBDIR" "$WORK/nccl_prog" || die "the nccl.h program failed on $LIBDIR/libnccl.so.2"
+    ok "nccl.h program: links with pkg-config ccl-nccl, loads $LIBDIR/libnccl.so.2, allreduce correct"
+else
+    echo "skip the nccl.h program (no $nccl_inc/nccl.h)"
 fi
 echo "install check passed: $PREFIX"

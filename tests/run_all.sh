@@ -456,6 +456,9 @@ fi
 run_test "net/two_jobs" mp env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     tests/net/two_jobs.sh "$BUILD"
 
+# ---- NCCL ABI: a program built against NVIDIA's nccl.h on ccl's libnccl.so.2 (docs/nccl.md)
+MAY_SKIP=1 run_test "nccl/abi" mp env BUILD="$BUILD" tests/nccl/run.sh
+
 # ---- multi-node cluster ---------------------------------------------------------------
 # Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
 # ccl-perf over every collective, type and op, the MPI cross-check, and each
