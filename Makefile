@@ -473,6 +473,11 @@ soak: tests
 # archive, and its plain code is the same library. libccl.so keeps what
 # LTO made of it, and the build tree's libccl.a keeps both for ccl-perf.
 LTO_STRIP := --remove-section='.gnu.lto_*' --remove-section='.gnu.debuglto_*' -N __gnu_lto_v1 -N __gnu_lto_slim
+# The Python package (python/ccl, docs/python.md) goes where Debian's
+# python3 looks under PREFIX (lib/python3.X/dist-packages); skipped without it.
+PYTHON3 ?= /usr/bin/python3
+PYTHON_SITE ?= $(shell $(PYTHON3) -c 'import sys; print("$(PREFIX)/lib/python%d.%d/dist-packages" % sys.version_info[:2])' 2>/dev/null)
+
 install: lib perf $(BUILD)/bin/ccl-info
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 0644 include/ccl.h include/ccl_net.h $(DESTDIR)$(PREFIX)/include/
@@ -488,6 +493,8 @@ install: lib perf $(BUILD)/bin/ccl-info
 	install -m 0755 $(NCCL_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libnccl.so.2 $(DESTDIR)$(PREFIX)/lib/libnccl.so
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' ccl-nccl.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ccl-nccl.pc
+	$(if $(PYTHON_SITE),install -d $(DESTDIR)$(PYTHON_SITE)/ccl)
+	$(if $(PYTHON_SITE),install -m 0644 python/ccl/*.py $(DESTDIR)$(PYTHON_SITE)/ccl/)
 
 clean:
 	rm -rf $(BUILD)

@@ -8,7 +8,8 @@
 #                  at run time, so without them it builds without the ib transport)
 #   for the tests  cmocka (libcmocka-dev), Open MPI (openmpi-bin, libopenmpi-dev),
 #                  ip (iproute2), pkg-config, clang with libFuzzer for the fuzz
-#                  targets (clang, libclang-rt-dev)
+#                  targets (clang, libclang-rt-dev), Debian's python3 with numpy,
+#                  pytest, mpi4py and torch for the Python package's tests
 #
 # All present: prints nothing and exits 0, without touching apt or the network.
 # Something missing, root and apt-get available: `apt-get update` once, then
@@ -45,6 +46,10 @@ pretended() {
 }
 
 have_cmd() { command -v "$1" >/dev/null 2>&1; }
+
+# A module of Debian's /usr/bin/python3 (the python3 first on PATH may be
+# another one, without Debian's packages).
+have_py_module() { [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import $1" >/dev/null 2>&1; }
 
 # ip lives in /usr/sbin, which is not on a normal user's PATH on Debian.
 have_ip() { have_cmd ip || [[ -x /usr/sbin/ip || -x /sbin/ip ]]; }
@@ -115,6 +120,10 @@ check_all() {
     need test "ip (iproute2)" have_ip -- iproute2
     need test "pkg-config for the install check" have_cmd pkg-config -- pkg-config
     need test "clang with libFuzzer for the fuzz targets" fuzz_works -- clang libclang-rt-dev
+    need test "NumPy for the Python package's tests" have_py_module numpy -- python3-numpy
+    need test "pytest for the Python package's tests" have_py_module pytest -- python3-pytest
+    need test "mpi4py for the Python package's MPI test" have_py_module mpi4py -- python3-mpi4py
+    need test "PyTorch for the Python package's tensor tests" have_py_module torch -- python3-torch
 }
 
 nmissing() { echo $((${#missing_build[@]} + ${#missing_test[@]} + ${#missing_opt[@]})); }

@@ -567,6 +567,11 @@ if [[ -x "$BUILD/bin/ccl-info" ]]; then
     fi
 fi
 
+# ---- python --------------------------------------------------------------------
+# The ccl package (python/ccl, docs/python.md): pytest under /usr/bin/python3 on
+# 1-3 forked ranks and 3 under mpirun + mpi4py; skipped without numpy or pytest.
+MAY_SKIP=1 run_test "python/pytest" unit env BUILD="$BUILD" python/run_tests.sh
+
 # ---- docs ------------------------------------------------------------------------------
 # docs/env.md is generated from params.def, and docs/api.md lists every result code.
 run_test "docs/check_docs" unit bash tests/check_docs.sh
