@@ -61,7 +61,7 @@ ccl_result_t err_set(ccl_result_t code, const char *fmt, ...)
                        code == CCL_ERR_NULL_BUFFER || code == CCL_ERR_INVALID_DTYPE ||
                        code == CCL_ERR_INVALID_OP || code == CCL_ERR_INVALID_RANK ||
                        code == CCL_ERR_COUNT_OVERFLOW || code == CCL_ERR_INPLACE_LAYOUT ||
-                       code == CCL_ERR_UNSUPPORTED;
+                       code == CCL_ERR_UNSUPPORTED || code == CCL_ERR_GROUP;
     if (caller_error || err_is_expected)
         LOG_INFO(SUB_ALL, "%s (%s)", err_msg, ccl_get_error_string(code));
     else
