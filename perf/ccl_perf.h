@@ -145,6 +145,7 @@ struct perf_args {
     int np; /* --np, 0 when not given */
     int bind; /* forked ranks pinned to one CPU each (--bind core, default) */
     enum perf_mem mem; /* -m; AUTO until each rank decides */
+    const char *json_path; /* -J: also write the rows as JSON there (rank 0) */
 };
 
 /* 0 with *done = 0: run. 0 with *done = 1: --help or --help-env was printed.
@@ -153,6 +154,20 @@ int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done);
 /* Bytes of each of the two buffers one rank needs at -e for every selected
  * collective (in place, one buffer holds both sides, so both get the larger). */
 size_t perf_buffer_bytes(const struct perf_args *a, int nranks);
+
+/* ---- -J FILE (ccl_perf_json.c, rank 0 only) ------------------------------ */
+
+struct perf_json_row_t {
+    const char *collective, *type, *redop;
+    size_t bytes, count;
+    int root, in_place, applicable; /* applicable 0: N/A (alltoall in place) */
+    double us, algbw, busbw;
+    long long wrong; /* -1: not checked */
+};
+/* Opens FILE and writes the run's description; -1 (reported) on failure. */
+int perf_json_open(const char *path, int nranks, const char *launch_desc, const struct perf_args *a);
+void perf_json_row(const struct perf_json_row_t *row);
+void perf_json_close(void);
 
 /* ---- the benchmark (ccl_perf_bench.c) ------------------------------------ */
 

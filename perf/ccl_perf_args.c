@@ -29,6 +29,7 @@ static const struct option long_opts[] = {
     {"help", no_argument, 0, 'h'},               {"help-env", no_argument, 0, OPT_HELP_ENV},
     {"bind", required_argument, 0, OPT_BIND},   {"memory", required_argument, 0, 'm'},
     {"run_cycles", required_argument, 0, 'N'},  {"warmup_every_size", required_argument, 0, 'W'},
+    {"json", required_argument, 0, 'J'},
     {0, 0, 0, 0},
 };
 
@@ -74,6 +75,7 @@ static void usage(FILE *f, const char *prog)
             "                             (cudaMalloc on GPU local-rank %% GPUs; calls go on a CUDA\n"
             "                             stream, or NULL with -z 1). Default: device when this\n"
             "                             ccl-perf has CUDA and every rank sees a GPU, else host\n"
+            "  -J,--json <file>           also write every row as JSON to <file> (rank 0)\n"
             "  -h,--help                  this text\n"
             "  --help-env                 the CCL_* environment variables the library reads\n",
             prog, perf_coll_supported());
@@ -235,6 +237,13 @@ static int apply_opt(int c, const char *v, struct perf_args *a)
         rc = strcmp(v, "host") == 0 ? (a->mem = PERF_MEM_HOST, 0)
              : strcmp(v, "device") == 0 ? (a->mem = PERF_MEM_DEVICE, 0) : -1;
         break;
+    case 'J':
+        if (!v[0]) {
+            fprintf(stderr, "ccl-perf: -J needs a file name\n");
+            return -1;
+        }
+        a->json_path = v;
+        return 0;
     case OPT_BIND:
         if (strcmp(v, "core") && strcmp(v, "none")) {
             fprintf(stderr, "ccl-perf: invalid value '%s' for --bind; use core or none\n", v);
@@ -271,7 +280,7 @@ int perf_parse_args(int argc, char **argv, struct perf_args *a, int *done)
     int c;
     set_defaults(a);
     *done = 0;
-    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:W:N:c:d:o:z:r:a:C:m:h", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:W:N:c:d:o:z:r:a:C:m:J:h", long_opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout, argv[0]);
             *done = 1;

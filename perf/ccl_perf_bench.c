@@ -252,11 +252,25 @@ static int64_t check_calls(struct perf_ctx *x, int in_place)
     return wrong;
 }
 
+/* The row's JSON object (-J), on rank 0. */
+static void json_row(const struct perf_ctx *x, int in_place, int applicable, double sec, double algbw, double busbw,
+                     int64_t wrong)
+{
+    if (x->rank != 0 || !x->a->json_path)
+        return;
+    const struct perf_coll *c = x->coll;
+    struct perf_json_row_t r = {c->name, x->dt->name, c->reduces ? perf_op_names[x->op_index] : "none",
+                                row_bytes(x), x->cur.param, c->rooted ? x->root : -1, in_place, applicable,
+                                sec * 1e6, algbw, busbw, (long long)wrong};
+    perf_json_row(&r);
+}
+
 static void bench_time(struct perf_ctx *x, int in_place)
 {
     const struct perf_coll *c = x->coll;
     if (in_place && c->no_inplace) {
         print_not_applicable(x);
+        json_row(x, in_place, 0, 0, 0, 0, -1);
         return;
     }
     /* Valid inputs for the timed calls too: reductions over the poison or
@@ -282,6 +296,7 @@ static void bench_time(struct perf_ctx *x, int in_place)
     int64_t wrong = check_calls(x, in_place);
 
     print_result(x, sec, algbw, busbw, wrong);
+    json_row(x, in_place, 1, sec, algbw, busbw, wrong);
     x->bw_sum += busbw;
     x->bw_count++;
     x->errors += wrong > 0;
@@ -450,11 +465,15 @@ int perf_bench(struct perf_ctx *x, const char *launch_desc, const struct perf_ra
             return EXIT_FAILURE;
         }
     x->seed = 99;
+    if (x->rank == 0 && a->json_path && perf_json_open(a->json_path, x->nranks, launch_desc, a) != 0)
+        failed = 1; /* reported; the tables still run, as every rank must */
     for (int i = 0; i < perf_num_colls; i++) {
         if (!((a->colls >> i) & 1))
             continue;
         x->coll = &perf_colls[i];
         failed |= !run_coll(x, launch_desc, ranks);
     }
+    if (x->rank == 0)
+        perf_json_close();
     return failed || x->errors ? EXIT_FAILURE : EXIT_SUCCESS;
 }

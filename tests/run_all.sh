@@ -373,6 +373,9 @@ if [[ -x "$BUILD/bin/ccl-perf" ]]; then
     PERF_INPLACE_NA=1 POST_CHECK=check_perf_output run_test "perf/ccl-perf-rooted-board" perf \
         "$BUILD/bin/ccl-perf" -m host --np 5 -b 8 -e 4K -f 8 -n 1 -w 0 -c 50 -r -1 -z 1 \
         -C broadcast,scatter,reduce,gather
+    # -J FILE: the same rows as JSON (perf/ccl_perf_json.c).
+    run_test "perf/ccl-perf-json" perf tests/common/check_perf_json.sh "$BUILD/bin/ccl-perf" -m host --np 3 \
+        -b 8 -e 64K -f 8 -n 5 -w 1 -c 1 -C allreduce,alltoall
 else
     echo "SKIPPED: perf ($BUILD/bin/ccl-perf not built)"
     skipped=$((skipped + 1))
