@@ -79,6 +79,7 @@ typedef struct {
 typedef struct {
     int fd;
     int dev;
+    int rank; /* ours, told to each connector */
     uint64_t listen_id;
     ib_incoming_t in[IB_MAX_INCOMING];
 } ib_listen_t;
@@ -298,6 +299,7 @@ static ccl_result_t ib_listen(int dev, int rank, void *handle, void **listen_com
     for (int i = 0; i < IB_MAX_INCOMING; i++)
         l->in[i].fd = -1;
     l->dev = dev;
+    l->rank = rank;
     ib_handle_t h;
     memset(&h, 0, sizeof h);
     sock_addr_t local;
@@ -444,7 +446,7 @@ static ccl_result_t ib_incoming_step(ib_listen_t *l, ib_incoming_t *in, int *rea
         uint32_t psn = ib_random_psn();
         CCL_TRY(ib_comm_connect_qps(in->comm, psn, &ib_g.qp, &in->peer));
         ib_conn_info_t info;
-        ib_info_fill(in->comm, l->listen_id, -1, psn, ib_g.host, &info);
+        ib_info_fill(in->comm, l->listen_id, l->rank, psn, ib_g.host, &info);
         CCL_TRY(sock_send_all(in->fd, &info, sizeof info, clock_now_ns() + ib_timeout_ns()));
         in->got = 0;
     }

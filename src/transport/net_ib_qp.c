@@ -140,7 +140,8 @@ void ib_info_fill(const ib_comm_t *c, uint64_t listen_id, int rank, uint32_t psn
 ccl_result_t ib_comm_connect_qps(ib_comm_t *c, uint32_t psn, const ib_qp_params_t *qp, const ib_conn_info_t *peer)
 {
     const ib_verbs_t *v = ib_verbs();
-    c->peer_rank = peer->rank;
+    if (peer->rank >= 0) /* else the rank the handle named stays */
+        c->peer_rank = peer->rank;
     snprintf(c->peer_host, sizeof c->peer_host, "%s", peer->host);
     snprintf(c->peer_dev, sizeof c->peer_dev, "%s", peer->dev);
     memcpy(c->peer_gid, peer->gid, 16);
