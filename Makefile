@@ -186,7 +186,7 @@ endif
 HAVE_MPICC := $(shell command -v $(MPICC) >/dev/null 2>&1 && echo 1)
 HAVE_CMOCKA := $(shell echo 'int main(void){return 0;}' | $(CC) -x c -include stdarg.h -include stddef.h -include setjmp.h -include cmocka.h - -lcmocka -o /dev/null 2>/dev/null && echo 1)
 
-.PHONY: all lib perf tools tests run test run-tests soak install clean deps fuzz fuzz-build gpu-tests
+.PHONY: all lib perf tools tests run test run-tests soak install clean deps deps-rdma fuzz fuzz-build gpu-tests
 
 all: lib perf tools
 
@@ -431,6 +431,11 @@ fuzz: fuzz-build
 deps:
 	@bash scripts/deps.sh
 
+# What the soft-RoCE VM tests need (qemu, a kernel with rdma_rxe, rdma-core,
+# perftest): make test installs it, make run does not (tests/rdma/deps.sh).
+deps-rdma:
+	@bash tests/rdma/deps.sh
+
 run: deps
 	@$(MAKE) --no-print-directory all
 	$(PERF_BIN) -b 8 -e 64M -f 4 -c 1 -C allreduce
@@ -447,7 +452,7 @@ ASAN_PASS  ?= 1
 ASAN_TESTS := test_fault test_cycles test_lifecycle test_colls test_allgather test_allreduce
 ASAN_BUILD := $(if $(SANITIZE),,$(if $(filter 1,$(ASAN_PASS)),$(BUILD)/address))
 
-test: deps
+test: deps deps-rdma
 	@$(MAKE) --no-print-directory all tests $(if $(HAVE_FUZZ),fuzz-build)
 	$(if $(ASAN_BUILD),@$(MAKE) --no-print-directory SANITIZE=address BUILD=$(ASAN_BUILD) \
 	    $(ASAN_TESTS:%=$(ASAN_BUILD)/tests/mp/%))

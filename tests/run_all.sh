@@ -54,6 +54,7 @@ timeout_for() {
     mpi) echo 400 ;;
     perf) echo 300 ;;
     cluster) echo 300 ;;
+    rdma) echo 900 ;;
     fuzz) echo 60 ;;
     gpu) echo 900 ;;
     gpu-mock) echo 600 ;;
@@ -461,6 +462,14 @@ run_test "net/two_jobs" mp env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_C
 
 # ---- NCCL ABI: a program built against NVIDIA's nccl.h on ccl's libnccl.so.2 (docs/nccl.md)
 MAY_SKIP=1 run_test "nccl/abi" mp env BUILD="$BUILD" tests/nccl/run.sh
+
+# ---- soft-RoCE VMs: the ib transport over real verbs (tests/rdma/README.md)
+# Two qemu VMs (TCG) with rdma_rxe, two ranks each: every collective over
+# CCL_NET=ib with each algorithm, then a killed rank, a wrong GID index and
+# a cut link, each an error on every survivor. A few minutes; SKIPPED with
+# the reason where the VMs cannot boot (make test installs their packages
+# through tests/rdma/deps.sh).
+MAY_SKIP=1 run_test "rdma/ib" rdma env BUILD="$BUILD" tests/rdma/run.sh --net ib
 
 # ---- multi-node cluster ---------------------------------------------------------------
 # Two nodes in network namespaces (tests/cluster/): Open MPI's collectives,
