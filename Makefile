@@ -397,7 +397,7 @@ FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/bin/%)
 # The parsers live in these layers; the rest of the library is not needed
 # (an undefined symbol at link time means a parser grew a new dependency).
 FUZZ_LIB_SRC := $(sort $(wildcard src/bootstrap/*.c src/transport/*.c)) \
-                $(addprefix src/base/,crc32c.c err.c log.c param.c wait.c)
+                $(addprefix src/base/,crc32c.c err.c log.c mem.c param.c wait.c)
 FUZZ_OBJ     := $(FUZZ_LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 FUZZ_CFLAGS  := $(filter-out -O3 -fsanitize=% $(LTO_FLAGS),$(CFLAGS)) -O1 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
