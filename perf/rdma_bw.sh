@@ -52,15 +52,20 @@ cd "$REPO" || exit 2
 "$REPO/tests/rdma/vm.sh" --check >/dev/null 2>&1 || { echo "rdma_bw.sh: the VMs cannot boot here (tests/rdma/vm.sh --check)" >&2; exit 2; }
 command -v ib_write_bw >/dev/null || { echo "rdma_bw.sh: ib_write_bw missing (apt-get install perftest)" >&2; exit 2; }
 [[ -x "$BUILD/bin/net-bench" ]] || { echo "rdma_bw.sh: $BUILD/bin/net-bench missing (make)" >&2; exit 2; }
-LOG=$(mktemp -d /tmp/ccl-rdma-bw.XXXXXX)
+# Under /var/tmp: the guests mount fresh /tmp and /run over the host's, so
+# this script and net-bench run from copies there (a clone under /tmp would
+# not be visible in them).
+LOG=$(mktemp -d /var/tmp/ccl-rdma-bw.XXXXXX)
+mkdir -p "$LOG/bin/perf" "$LOG/bin/$BUILD/bin"
+cp "$0" "$LOG/bin/perf/rdma_bw.sh" && cp "$BUILD/bin/net-bench" "$LOG/bin/$BUILD/bin/" || exit 2
 group=239.77.0.$((RANDOM % 200 + 20)):$((47100 + RANDOM % 800))
 echo "# perf/rdma_bw.sh -r $R -s $BYTES -n $MSGS (raw: $LOG)"
 "$REPO/tests/rdma/vm.sh" -i 1 -l "$group" -c 1 -s "$LOG/vm1" -t 1800 -- \
-    bash perf/rdma_bw.sh --guest server "$R" "$BYTES" "$MSGS" >/dev/null 2>&1 &
+    cd "$LOG/bin" "&&" bash perf/rdma_bw.sh --guest server "$R" "$BYTES" "$MSGS" >/dev/null 2>&1 &
 server=$!
 sleep 2
 "$REPO/tests/rdma/vm.sh" -i 2 -l "$group" -c 1 -s "$LOG/vm2" -t 1800 -- \
-    bash perf/rdma_bw.sh --guest client "$R" "$BYTES" "$MSGS" >"$LOG/client.txt" 2>&1
+    cd "$LOG/bin" "&&" bash perf/rdma_bw.sh --guest client "$R" "$BYTES" "$MSGS" >"$LOG/client.txt" 2>&1
 wait "$server"
 grep -E '^(perftest|ccl) ' "$LOG/client.txt" >"$LOG/rows"
 echo "| round | ib_write_bw (GB/s) | ccl ib, net-bench (GB/s) | ccl / ib_write_bw |"

@@ -178,6 +178,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 cp "$PERF_SRC" "$BIN" || exit 2
+# The agent too: the guests mount fresh /tmp and /run over the host's, so a
+# clone under /tmp (as CI makes) is not visible in them; WORK is.
+cp "$HERE/agent.sh" "$WORK/agent.sh" || exit 2
 
 passed=0
 failed=0
@@ -295,7 +298,7 @@ boot() {
     lan=$(vm_lan)
     for ((i = 1; i <= NVMS; i++)); do
         mkdir -p "$(jobdir "$i")"
-        echo "exec bash $HERE/agent.sh" >"$(vmdir "$i")/share/cmd"
+        echo "exec bash $WORK/agent.sh" >"$(vmdir "$i")/share/cmd"
         vm_start "$i" "$lan" "$(vmdir "$i")" "$WORK/initrd.gz" "$VM_LIMIT" "$MEM" "$CPUS" || {
             report FAIL boot "$start" "qemu did not start"
             return 1
